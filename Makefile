@@ -1,0 +1,51 @@
+# podbay — see README.md. Targets that touch the host need root.
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+export GOTOOLCHAIN ?= auto
+
+BIN     ?= bin
+GOFLAGS ?=
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
+
+.PHONY: all build deps run test unit integration lint bench install clean
+
+all: build
+
+deps:
+	./hack/install-deps.sh
+
+build:
+	go build $(GOFLAGS) -o $(BIN)/podbayd ./cmd/podbayd
+	go build $(GOFLAGS) -o $(BIN)/podbay ./cmd/podbay
+	CGO_ENABLED=0 go build $(GOFLAGS) -ldflags '-s -w' -o $(BIN)/podbay-pause ./cmd/podbay-pause
+
+# Installs what is missing, builds, and runs podbayd in the foreground with
+# the default configuration (/etc/podbay/podbay.toml if present).
+run: deps build
+	exec $(BIN)/podbayd $(ARGS)
+
+# Installs what is missing and runs every test: lint, unit tests, and the
+# integration tests against the real daemon, netns, CNI, conmon and runc.
+test: deps lint
+	go test -race -count=1 ./...
+
+unit:
+	go test -race -count=1 $$(go list ./... | grep -v /test/)
+
+integration: build
+	go test -race -count=1 -v ./test/integration/
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	go run $(STATICCHECK) ./...
+
+bench: deps
+	./hack/bench.sh
+
+install: build
+	install -m 0755 $(BIN)/podbayd $(BIN)/podbay $(BIN)/podbay-pause /usr/local/bin/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,311 @@
+// podbayd is podbay's CRI daemon: kubelet, crictl and critest talk to it
+// over the CRI v1 gRPC API on a unix socket.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/failpoint"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/metrics"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/server"
+	"github.com/podbay/podbay/internal/store"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "podbayd:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("podbayd", flag.ExitOnError)
+	cfgPath := fs.String("config", config.DefaultPath, "configuration file (TOML); every key is optional")
+	listen := fs.String("listen", "", "CRI socket (overrides listen)")
+	root := fs.String("root", "", "persistent state dir (overrides root)")
+	state := fs.String("state", "", "runtime state dir (overrides state)")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
+	logFormat := fs.String("log-format", "", "text or json (overrides log_format)")
+	metricsAddr := fs.String("metrics-address", "", "Prometheus endpoint host:port (overrides metrics_address)")
+	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration dir (overrides network.conf_dir)")
+	cniPluginDirs := fs.String("cni-plugin-dirs", "", "comma-separated CNI plugin dirs (overrides network.plugin_dirs)")
+	pause := fs.String("pause-binary", "", "static pause program (overrides pause_binary)")
+	version := fs.Bool("version", false, "print the version and exit")
+	_ = fs.Parse(os.Args[1:])
+	if *version {
+		fmt.Println("podbayd", server.Version)
+		return nil
+	}
+
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := config.Load(*cfgPath, !explicit)
+	if err != nil {
+		return err
+	}
+	for _, o := range []struct {
+		flag string
+		dst  *string
+	}{
+		{*listen, &cfg.Listen}, {*root, &cfg.Root}, {*state, &cfg.State}, {*logLevel, &cfg.LogLevel},
+		{*logFormat, &cfg.LogFormat}, {*metricsAddr, &cfg.MetricsAddress},
+		{*cniConfDir, &cfg.Network.ConfDir}, {*pause, &cfg.PauseBinary},
+	} {
+		if o.flag != "" {
+			*o.dst = o.flag
+		}
+	}
+	if *cniPluginDirs != "" {
+		cfg.Network.PluginDirs = strings.Split(*cniPluginDirs, ",")
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	logger := newLogger(cfg)
+	slog.SetDefault(logger)
+	ctx := log.WithLogger(context.Background(), logger)
+
+	fps, err := failpoint.Parse(os.Getenv(failpoint.EnvVar))
+	if err != nil {
+		return err
+	}
+
+	d, err := newDaemon(ctx, cfg, fps)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx)
+}
+
+func newLogger(cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+type daemon struct {
+	cfg     *config.Config
+	db      *store.DB
+	srv     *server.Server
+	metrics *metrics.Metrics
+	closers []func() error
+}
+
+func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *daemon, retErr error) {
+	d := &daemon{cfg: cfg, metrics: metrics.New()}
+	defer func() {
+		if retErr != nil {
+			d.close()
+		}
+	}()
+	for _, dir := range []string{cfg.Root, cfg.State, cfg.NetNSDir} {
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	db, err := store.Open(filepath.Join(cfg.Root, "podbay.db"))
+	if err != nil {
+		return nil, err
+	}
+	d.db = db
+	d.closers = append(d.closers, db.Close)
+
+	netw, err := network.New(network.Config{
+		ConfDir:       cfg.Network.ConfDir,
+		PluginDirs:    cfg.Network.PluginDirs,
+		CacheDir:      cfg.Network.CacheDir,
+		IfName:        "eth0",
+		WriteDefault:  cfg.Network.WriteDefault,
+		DefaultName:   cfg.Network.DefaultName,
+		DefaultBridge: cfg.Network.DefaultBridge,
+		DefaultSubnet: cfg.Network.DefaultSubnet,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set up CNI: %w", err)
+	}
+
+	conmon, err := config.LookPath(cfg.Conmon)
+	if err != nil {
+		return nil, fmt.Errorf("conmon %q: %w", cfg.Conmon, err)
+	}
+	runtimes := map[string]server.Runtime{}
+	unavailable := map[string]error{}
+	for _, name := range cfg.RuntimeNames() {
+		rc := cfg.Runtimes[name]
+		path, err := config.LookPath(rc.Path)
+		if err != nil {
+			unavailable[name] = fmt.Errorf("runtime binary %q: %w", rc.Path, err)
+			log.G(ctx).Warn("runtime handler unavailable", "handler", name, "err", unavailable[name])
+			continue
+		}
+		rt, err := oci.New(oci.Config{
+			Name:        name,
+			RuntimePath: path,
+			RuntimeRoot: rc.Root,
+			ConmonPath:  conmon,
+			ExitDir:     filepath.Join(cfg.State, "exits", name),
+			SocketDir:   filepath.Join(cfg.State, "attach"),
+		})
+		if err != nil {
+			unavailable[name] = err
+			log.G(ctx).Warn("runtime handler unavailable", "handler", name, "err", err)
+			continue
+		}
+		d.closers = append(d.closers, rt.Close)
+		runtimes[name] = rt
+	}
+	if _, ok := runtimes[cfg.DefaultRuntime]; !ok {
+		return nil, fmt.Errorf("default runtime %q is not available: %w", cfg.DefaultRuntime, unavailable[cfg.DefaultRuntime])
+	}
+
+	pauseBin, err := findPause(cfg.PauseBinary)
+	if err != nil {
+		return nil, err
+	}
+	rootfs, err := server.PreparePauseRootfs(cfg.Root, pauseBin)
+	if err != nil {
+		return nil, err
+	}
+
+	minScore, err := minOOMScoreAdj(cfg.RestrictOOMScoreAdj)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.New(server.Options{
+		Config:         cfg,
+		DB:             db,
+		Network:        netw,
+		Runtimes:       runtimes,
+		Unavailable:    unavailable,
+		Metrics:        d.metrics,
+		Failpoints:     fps,
+		PauseRootfs:    rootfs,
+		MinOOMScoreAdj: minScore,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.srv = srv
+	if err := srv.Recover(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *daemon) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		_ = d.closers[i]()
+	}
+}
+
+// serve runs until SIGTERM or SIGINT, then shuts down leaving pods running.
+func (d *daemon) serve(ctx context.Context) error {
+	defer d.close()
+	l, err := server.Listen(d.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- d.srv.Serve(l) }()
+
+	var metricsSrv *http.Server
+	if d.cfg.MetricsAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.Registry, promhttp.HandlerOpts{}))
+		metricsSrv = &http.Server{Addr: d.cfg.MetricsAddress, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metricsSrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics endpoint: %w", err)
+			}
+		}()
+	}
+	log.G(ctx).Info("podbayd serving", "socket", d.cfg.Listen, "metrics", d.cfg.MetricsAddress, "version", server.Version)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case sig := <-sigs:
+		log.G(ctx).Info("shutting down; pods keep running", "signal", sig.String())
+	case err := <-errc:
+		if err != nil {
+			return err
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutdownCtx)
+	}
+	d.srv.Shutdown(shutdownCtx)
+	_ = os.Remove(d.cfg.Listen)
+	return nil
+}
+
+// findPause locates the pause program: the configured path, else
+// podbay-pause beside podbayd, else in PATH.
+func findPause(configured string) (string, error) {
+	if configured != "" {
+		return config.LookPath(configured)
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "podbay-pause")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := config.LookPath("podbay-pause")
+	if err != nil {
+		return "", fmt.Errorf("pause program not found (set pause_binary): %w", err)
+	}
+	return p, nil
+}
+
+// minOOMScoreAdj returns the lowest oom_score_adj podbay may ask a runtime
+// for, or nil for no limit. Without CAP_SYS_RESOURCE a process cannot set a
+// score below its parent's, and runc then fails to start the container.
+func minOOMScoreAdj(mode string) (*int, error) {
+	restrict := mode == "true"
+	if mode == "auto" {
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			return nil, fmt.Errorf("read capabilities: %w", err)
+		}
+		restrict = data[unix.CAP_SYS_RESOURCE/32].Effective&(1<<(unix.CAP_SYS_RESOURCE%32)) == 0
+	}
+	if !restrict {
+		return nil, nil
+	}
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return nil, fmt.Errorf("read own oom_score_adj: %w", err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("parse own oom_score_adj: %w", err)
+	}
+	return &v, nil
+}

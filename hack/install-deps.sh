@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what podbay needs on a Debian machine, only what is missing:
+# the OCI runtimes, conmon, CNI plugins, iptables, and the tools the tests use.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: run as root (sudo)" >&2
+	exit 1
+fi
+
+packages=(runc crun conmon containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make)
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Go: the machine's own if it is new enough (1.21+ fetches the exact
+# toolchain go.mod asks for through the module proxy); else Debian's.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+	export PATH="/usr/local/go/bin:$PATH"
+fi
+if ! command -v go >/dev/null 2>&1; then
+	echo "install-deps: installing golang-go"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+fi
+minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
+if [ "${minor:-0}" -lt 21 ]; then
+	echo "install-deps: Go $(go env GOVERSION) is too old to fetch the Go 1.24+ toolchain podbay needs; install Go 1.24 or later" >&2
+	exit 1
+fi

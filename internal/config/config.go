@@ -1,0 +1,261 @@
+// Package config holds podbayd's configuration: a TOML file whose every key
+// is optional, with defaults that work on a fresh Debian machine, and flags
+// that override it.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultPath is where podbayd looks for its configuration file.
+const DefaultPath = "/etc/podbay/podbay.toml"
+
+// Network order values.
+const (
+	// OrderBefore sets up the pod network before the sandbox container is
+	// created, so that a VM runtime finds the interfaces when it boots.
+	OrderBefore = "before"
+	// OrderAfter starts the sandbox container first and configures the
+	// network afterwards.
+	OrderAfter = "after"
+)
+
+// Config is podbayd's configuration. The zero value is not usable; start from
+// Default.
+type Config struct {
+	// Listen is the unix socket the CRI services are served on.
+	Listen string `toml:"listen"`
+	// Root holds persistent state: the database, sandbox directories, the
+	// pause root filesystem, the CNI cache.
+	Root string `toml:"root"`
+	// State holds runtime state that must not survive a reboot: runtime
+	// roots, exit files, attach sockets.
+	State string `toml:"state"`
+	// NetNSDir is where sandbox network namespaces are pinned, as
+	// <NetNSDir>/podbay-<id>.
+	NetNSDir string `toml:"netns_dir"`
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string `toml:"log_level"`
+	// LogFormat is text or json.
+	LogFormat string `toml:"log_format"`
+	// MetricsAddress is the host:port of the Prometheus endpoint; empty
+	// disables it.
+	MetricsAddress string `toml:"metrics_address"`
+	// CgroupDriver is reported to the kubelet; only cgroupfs is supported.
+	CgroupDriver string `toml:"cgroup_driver"`
+	// DefaultCgroupParent is used when a pod names no cgroup parent.
+	DefaultCgroupParent string `toml:"default_cgroup_parent"`
+	// RestrictOOMScoreAdj clamps requested oom_score_adj values to no lower
+	// than the daemon's own: "auto" (when the daemon lacks CAP_SYS_RESOURCE),
+	// "true" or "false".
+	RestrictOOMScoreAdj string `toml:"restrict_oom_score_adj"`
+	// Conmon is the path of the conmon binary.
+	Conmon string `toml:"conmon"`
+	// PauseBinary is the static pause program copied into the built-in
+	// pause root filesystem. Empty: podbay-pause beside podbayd, then PATH.
+	PauseBinary string `toml:"pause_binary"`
+	// DefaultRuntime is the handler used when a pod names none.
+	DefaultRuntime string `toml:"default_runtime"`
+	// SandboxTimeout bounds RunPodSandbox's work once the client has gone,
+	// as a Go duration.
+	SandboxTimeout Duration `toml:"sandbox_timeout"`
+
+	Network  Network            `toml:"network"`
+	Runtimes map[string]Runtime `toml:"runtimes"`
+}
+
+// Network configures CNI.
+type Network struct {
+	ConfDir    string   `toml:"conf_dir"`
+	PluginDirs []string `toml:"plugin_dirs"`
+	CacheDir   string   `toml:"cache_dir"`
+	// WriteDefault writes a bridge conflist into ConfDir when it holds no
+	// network configuration.
+	WriteDefault  bool   `toml:"write_default_config"`
+	DefaultName   string `toml:"default_network_name"`
+	DefaultBridge string `toml:"default_bridge"`
+	DefaultSubnet string `toml:"default_subnet"`
+}
+
+// Runtime is one runtime handler.
+type Runtime struct {
+	// Path of the OCI runtime binary (runc, crun, or a wrapper); a bare
+	// name is looked up in PATH.
+	Path string `toml:"path"`
+	// Root is passed to the runtime as --root. Default <state>/runtimes/<name>.
+	Root string `toml:"root"`
+	// NetworkOrder is this handler's default: "before" or "after".
+	NetworkOrder string `toml:"network_order"`
+}
+
+// Default returns the configuration used when no file and no flag says
+// otherwise.
+func Default() *Config {
+	return &Config{
+		Listen:              "/run/podbay/podbay.sock",
+		Root:                "/var/lib/podbay",
+		State:               "/run/podbay",
+		NetNSDir:            "/var/run/netns",
+		LogLevel:            "info",
+		LogFormat:           "text",
+		CgroupDriver:        "cgroupfs",
+		DefaultCgroupParent: "/podbay",
+		RestrictOOMScoreAdj: "auto",
+		Conmon:              "conmon",
+		DefaultRuntime:      "runc",
+		SandboxTimeout:      Duration(4 * 60e9),
+		Network: Network{
+			ConfDir:       "/etc/cni/net.d",
+			PluginDirs:    []string{"/usr/lib/cni", "/opt/cni/bin"},
+			WriteDefault:  true,
+			DefaultName:   "podbay",
+			DefaultBridge: "podbay0",
+			DefaultSubnet: "10.88.0.0/16",
+		},
+		Runtimes: map[string]Runtime{
+			"runc": {Path: "runc"},
+			"crun": {Path: "crun"},
+		},
+	}
+}
+
+// Load reads path over the defaults. A missing file is not an error when
+// optional is true (the default path); a file named explicitly must exist.
+func Load(path string, optional bool) (*Config, error) {
+	cfg := Default()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if optional && errors.Is(err, os.ErrNotExist) {
+			return cfg, nil
+		}
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	// Runtimes named in the file replace the built-in ones, so that an
+	// operator's [runtimes] table is the whole list.
+	var probe struct {
+		Runtimes map[string]toml.Primitive `toml:"runtimes"`
+	}
+	md, err := toml.Decode(string(data), &probe)
+	if err != nil {
+		return nil, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	if len(probe.Runtimes) > 0 {
+		cfg.Runtimes = map[string]Runtime{}
+	}
+	md, err = toml.Decode(string(data), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	return cfg, nil
+}
+
+// Validate fills derived defaults and checks values. It resolves binary
+// names against PATH.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, p := range []struct{ name, val string }{
+		{"listen", c.Listen}, {"root", c.Root}, {"state", c.State}, {"netns_dir", c.NetNSDir},
+	} {
+		if !filepath.IsAbs(p.val) {
+			errs = append(errs, fmt.Errorf("%s must be an absolute path, got %q", p.name, p.val))
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log_format %q: want text or json", c.LogFormat))
+	}
+	if c.CgroupDriver != "cgroupfs" {
+		errs = append(errs, fmt.Errorf("cgroup_driver %q: only cgroupfs is supported", c.CgroupDriver))
+	}
+	switch c.RestrictOOMScoreAdj {
+	case "auto", "true", "false":
+	default:
+		errs = append(errs, fmt.Errorf("restrict_oom_score_adj %q: want auto, true or false", c.RestrictOOMScoreAdj))
+	}
+	if c.SandboxTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("sandbox_timeout must be positive"))
+	}
+	if c.Network.CacheDir == "" {
+		c.Network.CacheDir = filepath.Join(c.Root, "cni")
+	}
+	if len(c.Runtimes) == 0 {
+		errs = append(errs, fmt.Errorf("no runtimes configured"))
+	}
+	if _, ok := c.Runtimes[c.DefaultRuntime]; !ok {
+		errs = append(errs, fmt.Errorf("default_runtime %q is not in [runtimes]", c.DefaultRuntime))
+	}
+	for _, name := range c.RuntimeNames() {
+		rt := c.Runtimes[name]
+		if rt.Root == "" {
+			rt.Root = filepath.Join(c.State, "runtimes", name)
+		}
+		switch rt.NetworkOrder {
+		case "":
+			rt.NetworkOrder = OrderBefore
+		case OrderBefore, OrderAfter:
+		default:
+			errs = append(errs, fmt.Errorf("runtimes.%s.network_order %q: want before or after", name, rt.NetworkOrder))
+		}
+		c.Runtimes[name] = rt
+	}
+	return errors.Join(errs...)
+}
+
+// RuntimeNames returns the configured handler names, sorted.
+func (c *Config) RuntimeNames() []string {
+	names := make([]string, 0, len(c.Runtimes))
+	for n := range c.Runtimes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LookPath resolves a binary name (or returns an absolute path unchanged
+// after checking it exists).
+func LookPath(name string) (string, error) {
+	if filepath.IsAbs(name) {
+		if _, err := os.Stat(name); err != nil {
+			return "", err
+		}
+		return name, nil
+	}
+	return exec.LookPath(name)
+}
+
+// Duration is a time.Duration that reads from TOML as a string like "4m".
+type Duration int64
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := parseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText formats the duration.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(formatDuration(int64(d))), nil }

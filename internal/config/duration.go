@@ -1,0 +1,10 @@
+package config
+
+import "time"
+
+func parseDuration(s string) (int64, error) {
+	d, err := time.ParseDuration(s)
+	return int64(d), err
+}
+
+func formatDuration(d int64) string { return time.Duration(d).String() }

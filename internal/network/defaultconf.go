@@ -1,0 +1,252 @@
+package network
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+)
+
+const (
+	// DefaultConfFile is the file name of the default network in ConfDir.
+	// "10-" sorts it before the usual "87-podman…"/"99-loopback…" leftovers
+	// and after an operator's "00-…"/"05-…".
+	DefaultConfFile = "10-podbay.conflist"
+
+	// generatedByKey marks a conflist podbay wrote, so UpdatePodCIDR only
+	// ever rewrites its own file. libcni ignores unknown top-level keys.
+	generatedByKey   = "generatedBy"
+	generatedByValue = "podbay"
+
+	// defaultCNIVersion is the newest version Debian 12's plugins (1.1.1)
+	// support; they report 0.1.0 … 1.0.0.
+	defaultCNIVersion = "1.0.0"
+)
+
+type defaultConfList struct {
+	CNIVersion  string `json:"cniVersion"`
+	Name        string `json:"name"`
+	GeneratedBy string `json:"generatedBy"`
+	Plugins     []any  `json:"plugins"`
+}
+
+type bridgePluginConf struct {
+	Type        string            `json:"type"`
+	Bridge      string            `json:"bridge"`
+	IsGateway   bool              `json:"isGateway"`
+	IPMasq      bool              `json:"ipMasq"`
+	HairpinMode bool              `json:"hairpinMode"`
+	IPAM        hostLocalIPAMConf `json:"ipam"`
+}
+
+type hostLocalIPAMConf struct {
+	Type    string             `json:"type"`
+	Ranges  [][]hostLocalRange `json:"ranges"`
+	Routes  []ipamRoute        `json:"routes"`
+	DataDir string             `json:"dataDir,omitempty"`
+}
+
+type hostLocalRange struct {
+	Subnet string `json:"subnet"`
+}
+
+type ipamRoute struct {
+	Dst string `json:"dst"`
+}
+
+type portmapPluginConf struct {
+	Type         string          `json:"type"`
+	Capabilities map[string]bool `json:"capabilities"`
+	SNAT         bool            `json:"snat"`
+}
+
+// defaultConfList renders the default network for subnet (one CIDR, or an
+// IPv4 and an IPv6 CIDR separated by a comma): bridge with host-local IPAM
+// and a default route per family, then portmap for hostPorts. Loopback is
+// not in the list: Setup adds "lo" as a network of its own, as containerd
+// does.
+func (c Config) defaultConfList(subnet string) ([]byte, error) {
+	nets, err := parseSubnets(subnet)
+	if err != nil {
+		return nil, err
+	}
+	ipam := hostLocalIPAMConf{Type: "host-local", DataDir: c.DefaultDataDir}
+	for _, n := range nets {
+		ipam.Ranges = append(ipam.Ranges, []hostLocalRange{{Subnet: n.String()}})
+		dst := "0.0.0.0/0"
+		if n.IP.To4() == nil {
+			dst = "::/0"
+		}
+		ipam.Routes = append(ipam.Routes, ipamRoute{Dst: dst})
+	}
+	list := defaultConfList{
+		CNIVersion:  defaultCNIVersion,
+		Name:        c.DefaultName,
+		GeneratedBy: generatedByValue,
+		Plugins: []any{
+			bridgePluginConf{
+				Type:        "bridge",
+				Bridge:      c.DefaultBridge,
+				IsGateway:   true,
+				IPMasq:      true,
+				HairpinMode: true,
+				IPAM:        ipam,
+			},
+			portmapPluginConf{
+				Type:         "portmap",
+				Capabilities: map[string]bool{"portMappings": true},
+				SNAT:         true,
+			},
+		},
+	}
+	data, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// parseSubnets parses "CIDR" or "CIDR,CIDR" (at most one per IP family) and
+// returns the networks with their host bits cleared.
+func parseSubnets(s string) ([]*net.IPNet, error) {
+	var nets []*net.IPNet
+	var v4, v6 bool
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		_, n, err := net.ParseCIDR(part)
+		if err != nil {
+			return nil, fmt.Errorf("%w: subnet %q: %w", errdefs.ErrInvalidArgument, part, err)
+		}
+		isV4 := n.IP.To4() != nil
+		if (isV4 && v4) || (!isV4 && v6) {
+			return nil, fmt.Errorf("%w: subnets %q: more than one per IP family", errdefs.ErrInvalidArgument, s)
+		}
+		v4 = v4 || isV4
+		v6 = v6 || !isV4
+		nets = append(nets, n)
+	}
+	return nets, nil
+}
+
+// ensureDefault writes the default conflist when no file in ConfDir parses
+// as a network config. A config that parses but whose plugins are missing is
+// the operator's choice (a CNI DaemonSet often writes its config before its
+// binaries land); shadowing it with ours would hand pods the wrong network,
+// so in that case nothing is written and Status reports why it is unusable.
+func (m *Manager) ensureDefault(ctx context.Context) error {
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	found, err := anyLoadable(m.cfg.ConfDir)
+	if err != nil {
+		return fmt.Errorf("read cni config dir: %w", err)
+	}
+	if found {
+		return nil
+	}
+	data, err := m.cfg.defaultConfList(m.cfg.DefaultSubnet)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(m.cfg.ConfDir, 0o755); err != nil {
+		return fmt.Errorf("create cni config dir: %w", err)
+	}
+	path := filepath.Join(m.cfg.ConfDir, DefaultConfFile)
+	if err := writeFileAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("write default cni config: %w", err)
+	}
+	log.G(ctx).Info("wrote default cni network config", "file", path, "subnet", m.cfg.DefaultSubnet)
+	return nil
+}
+
+// UpdatePodCIDR rewrites the default conflist with cidr as its range when
+// ConfDir/10-podbay.conflist exists and is marked as podbay's. It is a no-op
+// returning nil when the file is absent or is the operator's own, when cidr
+// is empty (kubelet sends that before the node has a range), and when the
+// file already has that range. cidr may be "v4CIDR,v6CIDR" (dual stack).
+// Pods already running keep their addresses; new pods get the new range.
+func (m *Manager) UpdatePodCIDR(ctx context.Context, cidr string) error {
+	cidr = strings.TrimSpace(cidr)
+	if cidr == "" {
+		return nil
+	}
+	data, err := m.cfg.defaultConfList(cidr)
+	if err != nil {
+		return fmt.Errorf("update pod cidr: %w", err)
+	}
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	path := filepath.Join(m.cfg.ConfDir, DefaultConfFile)
+	cur, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("update pod cidr: %w", err)
+	}
+	if !generatedByPodbay(cur) || bytes.Equal(cur, data) {
+		return nil
+	}
+	if err := writeFileAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("update pod cidr: %w", err)
+	}
+	log.G(ctx).Info("rewrote default cni network config", "file", path, "subnet", cidr)
+	return nil
+}
+
+// generatedByPodbay reports whether a conflist carries podbay's marker.
+func generatedByPodbay(data []byte) bool {
+	var probe map[string]any
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return false
+	}
+	return probe[generatedByKey] == generatedByValue
+}
+
+// writeFileAtomic replaces path with data: write a temp file in the same
+// directory, fsync, rename over path, fsync the directory. Readers (libcni,
+// other runtimes) see the old or the new file, never a torn one. The temp
+// name's extension is not a config extension, so a crash leaves nothing a
+// loader would pick up.
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) (retErr error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if retErr != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

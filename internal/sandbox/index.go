@@ -1,0 +1,140 @@
+package sandbox
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/podbay/podbay/internal/errdefs"
+)
+
+// Index is the in-memory set of sandboxes and the reservation of their
+// names. Its lock guards its maps only; it never does I/O.
+type Index struct {
+	mu    sync.RWMutex
+	byID  map[string]*Sandbox // guarded by mu
+	names map[string]string   // name → id; guarded by mu
+	// pending holds names reserved by a RunPodSandbox in progress.
+	pending map[string]*Pending // guarded by mu
+}
+
+// Pending is a name reservation held by a RunPodSandbox in progress. Done is
+// closed when it ends; then ID is set if it made a sandbox.
+type Pending struct {
+	Done chan struct{}
+	ID   string
+	Err  error
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{
+		byID:    map[string]*Sandbox{},
+		names:   map[string]string{},
+		pending: map[string]*Pending{},
+	}
+}
+
+// ErrNameReserved is wrapped when a name is taken by a published sandbox.
+var ErrNameReserved = fmt.Errorf("name is reserved: %w", errdefs.ErrAlreadyExists)
+
+// Reserve claims name for a new RunPodSandbox. If another request holds it,
+// Reserve returns that request's Pending (and nil reservation) so the caller
+// can wait for it; if a published sandbox holds it, the sandbox.
+func (x *Index) Reserve(name string) (mine, other *Pending, existing *Sandbox) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p, ok := x.pending[name]; ok {
+		return nil, p, nil
+	}
+	if id, ok := x.names[name]; ok {
+		return nil, nil, x.byID[id]
+	}
+	p := &Pending{Done: make(chan struct{})}
+	x.pending[name] = p
+	return p, nil, nil
+}
+
+// Finish ends a reservation. On success sb is published under name; on
+// failure the name is released.
+func (x *Index) Finish(name string, p *Pending, sb *Sandbox, err error) {
+	x.mu.Lock()
+	delete(x.pending, name)
+	if err == nil && sb != nil {
+		x.byID[sb.ID] = sb
+		x.names[name] = sb.ID
+		p.ID = sb.ID
+	}
+	p.Err = err
+	x.mu.Unlock()
+	close(p.Done)
+}
+
+// Add publishes a sandbox (recovery at start-up).
+func (x *Index) Add(name string, sb *Sandbox) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.byID[sb.ID] = sb
+	x.names[name] = sb.ID
+}
+
+// Delete unpublishes a sandbox and releases its name.
+func (x *Index) Delete(sb *Sandbox) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.byID[sb.ID]; !ok {
+		return
+	}
+	delete(x.byID, sb.ID)
+	for name, id := range x.names {
+		if id == sb.ID {
+			delete(x.names, name)
+		}
+	}
+}
+
+// Get finds a sandbox by full ID or unique ID prefix.
+func (x *Index) Get(idOrPrefix string) (*Sandbox, error) {
+	if idOrPrefix == "" {
+		return nil, fmt.Errorf("empty sandbox id: %w", errdefs.ErrInvalidArgument)
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if sb, ok := x.byID[idOrPrefix]; ok {
+		return sb, nil
+	}
+	var found *Sandbox
+	for id, sb := range x.byID {
+		if strings.HasPrefix(id, idOrPrefix) {
+			if found != nil {
+				return nil, fmt.Errorf("sandbox id prefix %q is ambiguous: %w", idOrPrefix, errdefs.ErrInvalidArgument)
+			}
+			found = sb
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("sandbox %q: %w", idOrPrefix, errdefs.ErrNotFound)
+	}
+	return found, nil
+}
+
+// List returns all published sandboxes ordered by ID.
+func (x *Index) List() []*Sandbox {
+	x.mu.RLock()
+	out := make([]*Sandbox, 0, len(x.byID))
+	for _, sb := range x.byID {
+		out = append(out, sb)
+	}
+	x.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Has reports whether id is a published sandbox.
+func (x *Index) Has(id string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok := x.byID[id]
+	return ok
+}

@@ -1,0 +1,208 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/store"
+)
+
+// Recover reloads the sandbox records and reconciles each against the host:
+// a sandbox caught half-way through RunPodSandbox is undone, a removal
+// caught half-way is finished, a pod whose process or namespace is gone is
+// NOTREADY; then podbay-owned network namespaces and CNI attachments that no
+// record owns are released. Recovery logs what it cannot fix and goes on: a
+// daemon that refuses to start helps nobody.
+func (s *Server) Recover(ctx context.Context) error {
+	var recs []sandbox.Record
+	bad, err := s.db.ForEach(sandboxBucket, func(r store.Record) error {
+		if r.Version != sandbox.RecordVersion {
+			return fmt.Errorf("version %d: %w", r.Version, store.ErrBadRecord)
+		}
+		var rec sandbox.Record
+		if err := json.Unmarshal(r.Data, &rec); err != nil || rec.ID != r.Key {
+			return fmt.Errorf("decode: %v: %w", err, store.ErrBadRecord)
+		}
+		recs = append(recs, rec)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load sandbox records: %w", err)
+	}
+	for _, k := range bad {
+		log.G(ctx).Error("quarantined unreadable sandbox record", "pod", k)
+	}
+
+	owned := map[string]bool{}
+	for _, rec := range recs {
+		ctx := log.With(ctx, "pod", rec.ID)
+		sb := sandbox.New(rec)
+		switch {
+		case rec.State == sandbox.StateCreating:
+			if err := s.undoCreating(ctx, rec); err != nil {
+				// Keep the record so the next start tries again.
+				log.G(ctx).Error("undo half-made sandbox", "err", err)
+				owned[rec.ID] = true
+			} else {
+				log.G(ctx).Info("undid sandbox caught half-way through creation")
+			}
+			continue
+		case rec.Removing:
+			owned[rec.ID] = true
+			s.index.Add(rec.Name, sb)
+			sb.OpMu.Lock()
+			err := s.removePodSandboxLocked(ctx, sb)
+			sb.OpMu.Unlock()
+			if err != nil {
+				log.G(ctx).Error("finish removal of sandbox", "err", err)
+			} else {
+				delete(owned, rec.ID)
+			}
+			continue
+		}
+		owned[rec.ID] = true
+		s.index.Add(rec.Name, sb)
+		s.reconcile(ctx, sb)
+	}
+	s.collectGarbage(ctx, owned)
+	return nil
+}
+
+// reconcile checks a published sandbox against the host.
+func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
+	rec := sb.Record()
+	if rec.State != sandbox.StateReady {
+		return
+	}
+	rt, err := s.runtimeFor(rec.RuntimeHandler)
+	if err != nil {
+		s.markNotReady(ctx, sb, err.Error())
+		return
+	}
+	st, err := rt.State(ctx, rec.ID)
+	if err != nil || st.Status != oci.StatusRunning {
+		why := fmt.Sprintf("sandbox container is %s", st.Status)
+		if err != nil {
+			why = err.Error()
+		}
+		s.markNotReady(ctx, sb, why)
+		return
+	}
+	if rec.NetworkMode == sandbox.ModeCNI {
+		if mounted, err := netns.IsMounted(rec.NetworkSettings.SandboxKey); err != nil || !mounted {
+			s.markNotReady(ctx, sb, "network namespace is gone")
+			return
+		}
+	}
+	s.watchExit(sb, rt)
+}
+
+// undoCreating releases what a RunPodSandbox interrupted by a crash took.
+// Every step is idempotent, so it is safe whichever step the crash hit.
+func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	var errs []error
+	if rec.ContainerCreated {
+		if rt, err := s.runtimeFor(rec.RuntimeHandler); err != nil {
+			errs = append(errs, err)
+		} else if err := rt.Delete(ctx, rec.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if rec.NetworkMode == sandbox.ModeCNI {
+		if rec.NetworkSetup {
+			if err := s.teardownNetwork(ctx, rec); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := netns.Remove(rec.NetworkSettings.SandboxKey); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(rec.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return s.db.Delete(sandboxBucket, rec.ID)
+}
+
+// collectGarbage releases podbay-owned resources that no record owns: network
+// namespaces named podbay-<id>, CNI attachments in podbay's private libcni
+// cache (which hold IPAM reservations and host rules), and sandbox dirs.
+func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
+	// CNI first: the bridge plugin finds what to release (its masquerade
+	// rules) through the namespace, which must still be mounted.
+	cached, err := s.network.Cached()
+	if err != nil {
+		log.G(ctx).Error("list cached CNI attachments", "err", err)
+	}
+	for _, c := range cached {
+		if owned[c.ID] {
+			continue
+		}
+		if err := s.network.TeardownCached(ctx, c); err != nil {
+			log.G(ctx).Error("release orphaned CNI attachment", "pod", c.ID, "err", err)
+		} else {
+			log.G(ctx).Info("released orphaned CNI attachment", "pod", c.ID)
+		}
+	}
+
+	ids, err := netns.List(s.cfg.NetNSDir)
+	if err != nil {
+		log.G(ctx).Error("list network namespaces", "err", err)
+	}
+	for _, id := range ids {
+		if owned[id] || !isID(id) {
+			continue
+		}
+		// A namespace a live process is in is not garbage: releasing the
+		// mount frees nothing, and the process may belong to another
+		// daemon sharing this dir (which is not supported, but must not
+		// break running pods).
+		path := netns.Path(s.cfg.NetNSDir, id)
+		if inUse, err := netns.InUse(path); err != nil || inUse {
+			log.G(ctx).Warn("not removing unowned network namespace that a process is in", "pod", id, "err", err)
+			continue
+		}
+		if err := netns.Remove(path); err != nil {
+			log.G(ctx).Error("remove orphaned network namespace", "pod", id, "err", err)
+		} else {
+			log.G(ctx).Info("removed orphaned network namespace", "pod", id)
+		}
+	}
+
+	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "sandboxes"))
+	for _, d := range dirs {
+		if !owned[d.Name()] {
+			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "sandboxes", d.Name())); err != nil {
+				log.G(ctx).Error("remove orphaned sandbox dir", "pod", d.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// isID reports whether s has the shape of a podbay ID (64 hex digits), so
+// that garbage collection never touches a namespace someone else named
+// podbay-something.
+func isID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Status reports whether the runtime and the pod network are ready. The
+// network is not ready while no CNI configuration loads; the kubelet then
+// keeps the node NotReady instead of starting pods that cannot get an IP.
+func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	runtimeCond := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
+	networkCond := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
+	if err := s.network.Status(ctx); err != nil {
+		networkCond.Status = false
+		networkCond.Reason = "NetworkPluginNotReady"
+		networkCond.Message = err.Error()
+	}
+	resp := &runtimeapi.StatusResponse{
+		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeCond, networkCond}},
+	}
+	for _, name := range s.cfg.RuntimeNames() {
+		if _, ok := s.runtimes[name]; !ok {
+			continue
+		}
+		h := &runtimeapi.RuntimeHandler{Name: name, Features: &runtimeapi.RuntimeHandlerFeatures{}}
+		resp.RuntimeHandlers = append(resp.RuntimeHandlers, h)
+		if name == s.cfg.DefaultRuntime {
+			// The kubelet reads the default handler under the empty name.
+			resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: "", Features: h.Features})
+		}
+	}
+	resp.Features = &runtimeapi.RuntimeFeatures{}
+	if req.GetVerbose() {
+		unavailable := map[string]string{}
+		for name, err := range s.unavailable {
+			unavailable[name] = err.Error()
+		}
+		info, err := json.Marshal(map[string]any{"config": s.cfg, "unavailableRuntimes": unavailable})
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = map[string]string{"config": string(info)}
+	}
+	return resp, nil
+}
+
+// RuntimeConfig reports the cgroup driver, so the kubelet can match it.
+func (s *Server) RuntimeConfig(ctx context.Context, req *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+	return &runtimeapi.RuntimeConfigResponse{
+		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS},
+	}, nil
+}
+
+// UpdateRuntimeConfig takes the node's pod CIDR into the default CNI
+// configuration podbay manages. When the operator supplies their own CNI
+// configuration it is left alone and the call is a no-op.
+func (s *Server) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr()
+	if cidr != "" {
+		if err := s.network.UpdatePodCIDR(ctx, cidr); err != nil {
+			return nil, err
+		}
+	}
+	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+}

@@ -1,0 +1,45 @@
+package server
+
+import (
+	"context"
+
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// watchExit marks a ready sandbox NOTREADY when its pause process exits, so
+// the kubelet sees a dead pod and recreates it.
+func (s *Server) watchExit(sb *sandbox.Sandbox, rt Runtime) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx := log.With(s.ctx, "pod", sb.ID)
+		st, err := rt.Wait(ctx, sb.ID)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				log.G(ctx).Warn("wait for sandbox container", "err", err)
+			}
+			return
+		}
+		// Serialise with Stop and Remove, which change the state themselves.
+		sb.OpMu.Lock()
+		defer sb.OpMu.Unlock()
+		if !s.index.Has(sb.ID) || sb.State() != sandbox.StateReady {
+			return
+		}
+		rec := sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateNotReady })
+		if err := s.save(rec); err != nil {
+			log.G(ctx).Error("persist sandbox exit", "err", err)
+		}
+		log.G(ctx).Warn("sandbox container exited", "exitCode", st.Code)
+	}()
+}
+
+// markNotReady is used by recovery for a pod found dead.
+func (s *Server) markNotReady(ctx context.Context, sb *sandbox.Sandbox, why string) {
+	rec := sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateNotReady })
+	if err := s.save(rec); err != nil {
+		log.G(ctx).Error("persist sandbox state", "err", err)
+	}
+	log.G(ctx).Warn("sandbox is not ready after restart", "reason", why)
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// sandboxFiles are the per-pod files the sandbox and, later, its containers
+// mount: /etc/resolv.conf, /etc/hostname and /etc/hosts.
+type sandboxFiles struct {
+	ResolvConf, Hostname, Hosts string
+	// HostnameValue is the pod's hostname.
+	HostnameValue string
+}
+
+const defaultHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+
+// writeSandboxFiles writes the pod's resolv.conf, hostname and hosts into
+// dir. With no DNS config the host's resolv.conf is used, as containerd
+// does; a host-network pod gets the host's hostname and hosts.
+func writeSandboxFiles(dir string, cfg *runtimeapi.PodSandboxConfig, hostNetwork bool) (sandboxFiles, error) {
+	f := sandboxFiles{
+		ResolvConf: filepath.Join(dir, "resolv.conf"),
+		Hostname:   filepath.Join(dir, "hostname"),
+		Hosts:      filepath.Join(dir, "hosts"),
+	}
+	resolv, err := resolvConf(cfg.GetDnsConfig())
+	if err != nil {
+		return f, err
+	}
+	f.HostnameValue = cfg.GetHostname()
+	hosts := []byte(defaultHosts)
+	if hostNetwork {
+		if f.HostnameValue, err = os.Hostname(); err != nil {
+			return f, fmt.Errorf("read host name: %w", err)
+		}
+		if b, err := os.ReadFile("/etc/hosts"); err == nil {
+			hosts = b
+		}
+	}
+	for _, w := range []struct {
+		path string
+		data []byte
+	}{
+		{f.ResolvConf, resolv},
+		{f.Hostname, []byte(f.HostnameValue + "\n")},
+		{f.Hosts, hosts},
+	} {
+		if err := os.WriteFile(w.path, w.data, 0o644); err != nil {
+			return f, fmt.Errorf("write %s: %w", filepath.Base(w.path), err)
+		}
+	}
+	return f, nil
+}
+
+// resolvConf renders a DNS config; nil or empty means the host's file.
+func resolvConf(dns *runtimeapi.DNSConfig) ([]byte, error) {
+	if len(dns.GetServers()) == 0 && len(dns.GetSearches()) == 0 && len(dns.GetOptions()) == 0 {
+		b, err := os.ReadFile("/etc/resolv.conf")
+		if err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("read host resolv.conf: %w", err)
+		}
+		return b, nil
+	}
+	var b strings.Builder
+	if len(dns.GetSearches()) > 0 {
+		fmt.Fprintf(&b, "search %s\n", strings.Join(dns.GetSearches(), " "))
+	}
+	for _, s := range dns.GetServers() {
+		fmt.Fprintf(&b, "nameserver %s\n", s)
+	}
+	if len(dns.GetOptions()) > 0 {
+		fmt.Fprintf(&b, "options %s\n", strings.Join(dns.GetOptions(), " "))
+	}
+	return []byte(b.String()), nil
+}
+
+// writeBundle writes spec as <dir>/config.json, atomically.
+func writeBundle(dir string, spec *specs.Spec) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create bundle dir: %w", err)
+	}
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode OCI spec: %w", err)
+	}
+	tmp := filepath.Join(dir, ".config.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write OCI spec: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "config.json")); err != nil {
+		return fmt.Errorf("write OCI spec: %w", err)
+	}
+	return nil
+}

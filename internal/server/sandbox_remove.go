@@ -1,0 +1,80 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// RemovePodSandbox stops the pod if needed and removes everything it has:
+// the sandbox container, the network namespace file, its directory and its
+// record. Removing a sandbox that does not exist succeeds (CRI spec).
+func (s *Server) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	sb, err := s.index.Get(req.GetPodSandboxId())
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return &runtimeapi.RemovePodSandboxResponse{}, nil
+		}
+		return nil, err
+	}
+	sb.StopMu.Lock()
+	defer sb.StopMu.Unlock()
+	sb.OpMu.Lock()
+	defer sb.OpMu.Unlock()
+	if !s.index.Has(sb.ID) {
+		return &runtimeapi.RemovePodSandboxResponse{}, nil
+	}
+	if err := s.removePodSandboxLocked(ctx, sb); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+// removePodSandboxLocked does the work of Remove; the caller holds sb.OpMu.
+func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) error {
+	rec := sb.Update(func(r *sandbox.Record) { r.Removing = true })
+	if err := s.save(rec); err != nil {
+		return err
+	}
+	if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
+		return err
+	}
+	timer := s.metrics.Start("remove")
+	rec = sb.Record()
+	if rec.ContainerCreated {
+		rt, err := s.runtimeFor(rec.RuntimeHandler)
+		if err != nil {
+			return fmt.Errorf("delete sandbox container: %w", err)
+		}
+		if err := rt.Delete(ctx, rec.ID); err != nil {
+			return fmt.Errorf("delete sandbox container: %w", err)
+		}
+		timer.Phase("runtime_delete")
+	}
+	if key := rec.NetworkSettings.SandboxKey; key != "" {
+		if err := netns.Remove(key); err != nil {
+			return err
+		}
+		timer.Phase("netns")
+	}
+	if err := s.hit(ctx, "remove.netns"); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(rec.Dir); err != nil {
+		return fmt.Errorf("remove sandbox dir: %w", err)
+	}
+	if err := s.db.Delete(sandboxBucket, rec.ID); err != nil {
+		return fmt.Errorf("delete sandbox record: %w", err)
+	}
+	s.index.Delete(sb)
+	timer.Phase("persist")
+	log.G(ctx).Info("pod sandbox removed")
+	return nil
+}

@@ -1,0 +1,413 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/metrics"
+	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// Annotations that choose a pod's network order.
+const (
+	// AnnotationNetworkSetupV2 is iSulad's key: "true" sets the network up
+	// before the sandbox container starts.
+	AnnotationNetworkSetupV2 = "cri.sandbox.network.setup.v2"
+	// AnnotationNetworkOrder is podbay's own: "before" or "after".
+	AnnotationNetworkOrder = "podbay.io/network-order"
+)
+
+// RunPodSandbox creates and starts a pod sandbox, following DESIGN.md's
+// normative flow. The work runs detached from the client's cancellation: if
+// the kubelet's deadline expires first, the sandbox is finished anyway and
+// parked, and the kubelet's retry with the same metadata gets it instead of
+// a "name is reserved" error (CRI-O does the same).
+func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	cfg := req.GetConfig()
+	if err := validateSandboxConfig(cfg); err != nil {
+		return nil, err
+	}
+	handler := req.GetRuntimeHandler()
+	if handler == "" {
+		handler = s.cfg.DefaultRuntime
+	}
+	rt, err := s.runtimeFor(handler)
+	if err != nil {
+		return nil, err
+	}
+	name := sandboxName(cfg.GetMetadata())
+	ctx = log.With(ctx, "podName", name)
+
+	mine, other, existing := s.index.Reserve(name)
+	switch {
+	case existing != nil:
+		if existing.Unpark() {
+			log.G(ctx).Info("returning sandbox finished after an earlier request gave up", "pod", existing.ID)
+			return &runtimeapi.RunPodSandboxResponse{PodSandboxId: existing.ID}, nil
+		}
+		return nil, fmt.Errorf("pod sandbox %s is held by %s: %w", name, existing.ID, sandbox.ErrNameReserved)
+	case other != nil:
+		// A request with the same name is still at work: the kubelet
+		// retried after its deadline. Wait for that one's result.
+		select {
+		case <-other.Done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if other.Err != nil {
+			return nil, fmt.Errorf("earlier attempt to run %s failed: %w", name, other.Err)
+		}
+		if sb, err := s.index.Get(other.ID); err == nil {
+			sb.Unpark()
+		}
+		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: other.ID}, nil
+	}
+
+	type result struct {
+		sb  *sandbox.Sandbox
+		err error
+	}
+	done := make(chan result, 1)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.cfg.SandboxTimeout))
+		defer cancel()
+		sb, err := s.runPodSandbox(work, name, handler, rt, cfg)
+		s.index.Finish(name, mine, sb, err)
+		done <- result{sb, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: r.sb.ID}, nil
+	case <-ctx.Done():
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			if r := <-done; r.err == nil {
+				r.sb.Park()
+				log.G(ctx).Info("sandbox finished after its client gave up; parked for the retry", "pod", r.sb.ID)
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// runPodSandbox does RunPodSandbox's work. Every step registers its undo
+// right after it acquires a resource (or before, where the acquire can
+// half-succeed); a failure undoes exactly the steps done, in reverse.
+func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
+	timer := s.metrics.Start("run")
+	var rb rollback
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	ctx = log.With(ctx, "pod", id)
+
+	rec, err := s.newRecord(id, name, handler, cfg)
+	if err != nil {
+		return nil, err
+	}
+	sb := sandbox.New(rec)
+
+	// Persisted before the host is touched, so a crash at any later step
+	// leaves a record that a restart undoes.
+	if err := s.save(rec); err != nil {
+		return nil, err
+	}
+	defer rb.onError(ctx, &retErr, "delete sandbox record", func(ctx context.Context) error {
+		if rb.failed {
+			// Keep the record (state creating): the next start undoes
+			// what the failed steps still hold.
+			return fmt.Errorf("kept for recovery after a failed rollback step")
+		}
+		return s.db.Delete(sandboxBucket, id)
+	})
+	if err := s.hit(ctx, "run.record"); err != nil {
+		return nil, err
+	}
+
+	if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	defer rb.onError(ctx, &retErr, "remove sandbox dir", func(context.Context) error {
+		return os.RemoveAll(rec.Dir)
+	})
+	files, err := writeSandboxFiles(rec.Dir, cfg, rec.NetworkMode == sandbox.ModeHost)
+	if err != nil {
+		return nil, err
+	}
+	timer.Phase("prepare")
+
+	key := rec.NetworkSettings.SandboxKey
+	if rec.NetworkMode == sandbox.ModeCNI {
+		// Registered before Pin: a Pin that failed after creating the file
+		// still leaves the file.
+		defer rb.onError(ctx, &retErr, "remove network namespace", func(context.Context) error {
+			return netns.Remove(key)
+		})
+		if err := netns.Pin(key); err != nil {
+			return nil, fmt.Errorf("pin network namespace: %w", err)
+		}
+		if err := s.hit(ctx, "run.netns"); err != nil {
+			return nil, err
+		}
+		timer.Phase("netns")
+	}
+
+	att := attachment(rec, cfg, key)
+	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderBefore {
+		// Registered before ADD: an ADD that failed half way still needs DEL.
+		defer rb.onError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
+			return s.network.Teardown(ctx, att)
+		})
+		if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
+			return nil, err
+		}
+	}
+
+	// Registered before Create, which can fail after the runtime made state.
+	defer rb.onError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
+		return rt.Delete(ctx, id)
+	})
+	if err := s.createSandboxContainer(ctx, sb, rt, cfg, files); err != nil {
+		return nil, err
+	}
+	timer.Phase("runtime_create")
+	if err := s.hit(ctx, "run.create"); err != nil {
+		return nil, err
+	}
+
+	if err := rt.Start(ctx, id); err != nil {
+		return nil, fmt.Errorf("start sandbox container: %w", err)
+	}
+	timer.Phase("runtime_start")
+	if err := s.hit(ctx, "run.start"); err != nil {
+		return nil, err
+	}
+
+	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderAfter {
+		defer rb.onError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
+			return s.network.Teardown(ctx, att)
+		})
+		if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := s.hit(ctx, "run.ready"); err != nil {
+		return nil, err
+	}
+	rec = sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateReady })
+	if err := s.save(rec); err != nil {
+		return nil, err
+	}
+	timer.Phase("persist")
+	s.watchExit(sb, rt)
+	log.G(ctx).Info("pod sandbox ready", "ip", rec.NetworkSettings.IPAddress, "order", rec.NetworkOrder, "mode", rec.NetworkMode)
+	return sb, nil
+}
+
+// setupNetwork runs CNI ADD into the sandbox key and persists the network
+// settings, before and after ADD as the seed design does: before, so that a
+// crash during ADD leaves a record saying DEL is owed.
+func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att network.Attachment, timer *metrics.Timer) error {
+	rec := sb.Update(func(r *sandbox.Record) { r.NetworkSetup = true })
+	if err := s.save(rec); err != nil {
+		return err
+	}
+	settings, err := s.network.Setup(ctx, att)
+	if err != nil {
+		return fmt.Errorf("set up pod network: %w", err)
+	}
+	timer.Phase("cni")
+	rec = sb.Update(func(r *sandbox.Record) {
+		settings.SandboxID = r.ID
+		settings.SandboxKey = r.NetworkSettings.SandboxKey
+		settings.Activation = true
+		r.NetworkSettings = *settings
+	})
+	if err := s.save(rec); err != nil {
+		return err
+	}
+	return s.hit(ctx, "run.cni")
+}
+
+// createSandboxContainer writes the bundle and has the runtime create the
+// pause container.
+func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles) error {
+	rec := sb.Record()
+	spec, err := s.sandboxSpec(rec, cfg, files)
+	if err != nil {
+		return err
+	}
+	bundle := filepath.Join(rec.Dir, "bundle")
+	if err := writeBundle(bundle, spec); err != nil {
+		return err
+	}
+	// Persisted before Create, so a crash during Create leaves a record
+	// that tells recovery to delete runtime state.
+	rec = sb.Update(func(r *sandbox.Record) { r.ContainerCreated = true })
+	if err := s.save(rec); err != nil {
+		return err
+	}
+	pid, err := rt.Create(ctx, oci.CreateOptions{
+		ID:        rec.ID,
+		BundleDir: bundle,
+		// Out of the daemon's own cgroup, so a service manager stopping
+		// podbayd does not take the pods' monitors with it.
+		ConmonCgroup: path.Join(s.cfg.DefaultCgroupParent, "conmon"),
+	})
+	if err != nil {
+		return fmt.Errorf("create sandbox container: %w", err)
+	}
+	rec = sb.Update(func(r *sandbox.Record) { r.Pid = pid })
+	return s.save(rec)
+}
+
+// newRecord builds the record of a new sandbox from its config.
+func (s *Server) newRecord(id, name, handler string, cfg *runtimeapi.PodSandboxConfig) (sandbox.Record, error) {
+	md := cfg.GetMetadata()
+	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	rec := sandbox.Record{
+		ID:             id,
+		Name:           name,
+		Metadata:       sandbox.Metadata{Name: md.GetName(), Namespace: md.GetNamespace(), UID: md.GetUid(), Attempt: md.GetAttempt()},
+		State:          sandbox.StateCreating,
+		CreatedAt:      time.Now(),
+		RuntimeHandler: handler,
+		NetworkMode:    sandbox.ModeCNI,
+		NetworkOrder:   s.networkOrder(handler, cfg.GetAnnotations()),
+		Namespaces: sandbox.Namespaces{
+			Network: sandbox.NamespaceMode(nsOpts.GetNetwork().String()),
+			PID:     sandbox.NamespaceMode(nsOpts.GetPid().String()),
+			IPC:     sandbox.NamespaceMode(nsOpts.GetIpc().String()),
+		},
+		Labels:      cfg.GetLabels(),
+		Annotations: cfg.GetAnnotations(),
+		Dir:         filepath.Join(s.cfg.Root, "sandboxes", id),
+	}
+	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE {
+		rec.NetworkMode = sandbox.ModeHost
+	} else {
+		rec.NetworkSettings.SandboxKey = netns.Path(s.cfg.NetNSDir, id)
+	}
+	rec.NetworkSettings.SandboxID = id
+	for _, pm := range portMappings(cfg) {
+		rec.NetworkSettings.CNIPorts = append(rec.NetworkSettings.CNIPorts, network.CNIPortMapping(pm))
+	}
+	raw, err := protojson.Marshal(cfg)
+	if err != nil {
+		return rec, fmt.Errorf("encode sandbox config: %w", err)
+	}
+	rec.Config = raw
+	return rec, nil
+}
+
+// networkOrder picks the pod's network order: iSulad's annotation, then
+// podbay's, then the handler's default.
+func (s *Server) networkOrder(handler string, annotations map[string]string) string {
+	if strings.EqualFold(annotations[AnnotationNetworkSetupV2], "true") {
+		return config.OrderBefore
+	}
+	switch v := annotations[AnnotationNetworkOrder]; v {
+	case config.OrderBefore, config.OrderAfter:
+		return v
+	}
+	if o := s.cfg.Runtimes[handler].NetworkOrder; o != "" {
+		return o
+	}
+	return config.OrderBefore
+}
+
+// attachment describes the pod to CNI.
+func attachment(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, netnsPath string) network.Attachment {
+	return network.Attachment{
+		ID:           rec.ID,
+		NetNS:        netnsPath,
+		PodName:      rec.Metadata.Name,
+		PodNamespace: rec.Metadata.Namespace,
+		PodUID:       rec.Metadata.UID,
+		PortMappings: portMappings(cfg),
+	}
+}
+
+func portMappings(cfg *runtimeapi.PodSandboxConfig) []network.PortMapping {
+	var out []network.PortMapping
+	for _, pm := range cfg.GetPortMappings() {
+		// Like containerd: a mapping without a host port publishes nothing.
+		if pm.GetHostPort() <= 0 {
+			continue
+		}
+		out = append(out, network.PortMapping{
+			HostPort:      pm.GetHostPort(),
+			ContainerPort: pm.GetContainerPort(),
+			Protocol:      strings.ToLower(pm.GetProtocol().String()),
+			HostIP:        pm.GetHostIp(),
+		})
+	}
+	return out
+}
+
+// sandboxName is the kubelet-compatible unique name of a pod attempt.
+func sandboxName(md *runtimeapi.PodSandboxMetadata) string {
+	return fmt.Sprintf("k8s_POD_%s_%s_%s_%d", md.GetName(), md.GetNamespace(), md.GetUid(), md.GetAttempt())
+}
+
+func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
+	if cfg == nil {
+		return fmt.Errorf("sandbox config is required: %w", errdefs.ErrInvalidArgument)
+	}
+	md := cfg.GetMetadata()
+	if md == nil {
+		return fmt.Errorf("sandbox config metadata is required: %w", errdefs.ErrInvalidArgument)
+	}
+	for _, f := range []struct{ field, val string }{
+		{"name", md.GetName()}, {"namespace", md.GetNamespace()}, {"uid", md.GetUid()},
+	} {
+		if f.val == "" {
+			return fmt.Errorf("sandbox metadata %s is required: %w", f.field, errdefs.ErrInvalidArgument)
+		}
+		if len(f.val) > 253 || strings.ContainsAny(f.val, "/\x00") {
+			return fmt.Errorf("sandbox metadata %s %q is not a valid name: %w", f.field, f.val, errdefs.ErrInvalidArgument)
+		}
+	}
+	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_TARGET || nsOpts.GetNetwork() == runtimeapi.NamespaceMode_CONTAINER {
+		return fmt.Errorf("network namespace mode %s is not valid for a pod: %w", nsOpts.GetNetwork(), errdefs.ErrInvalidArgument)
+	}
+	for _, pm := range cfg.GetPortMappings() {
+		if pm.GetContainerPort() <= 0 || pm.GetContainerPort() > 65535 || pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
+			return fmt.Errorf("port mapping %d:%d is out of range: %w", pm.GetHostPort(), pm.GetContainerPort(), errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+func newID() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"path"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/specgen"
+)
+
+// sandboxSpec translates the CRI sandbox config into specgen's plain
+// description and builds the pause container's OCI spec.
+func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles) (*specs.Spec, error) {
+	linux := cfg.GetLinux()
+	sc := linux.GetSecurityContext()
+	nsOpts := sc.GetNamespaceOptions()
+	parent := linux.GetCgroupParent()
+	if parent == "" {
+		parent = s.cfg.DefaultCgroupParent
+	}
+	desc := specgen.Sandbox{
+		ID:             rec.ID,
+		Name:           rec.Metadata.Name,
+		Namespace:      rec.Metadata.Namespace,
+		UID:            rec.Metadata.UID,
+		LogDir:         cfg.GetLogDirectory(),
+		RootfsPath:     s.pauseRootfs,
+		Args:           []string{"/pause"},
+		Hostname:       files.HostnameValue,
+		NetNSPath:      rec.NetworkSettings.SandboxKey,
+		HostNetwork:    rec.NetworkMode == sandbox.ModeHost,
+		HostPID:        nsOpts.GetPid() == runtimeapi.NamespaceMode_NODE,
+		HostIPC:        nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
+		CgroupsPath:    path.Join(parent, "podbay-"+rec.ID),
+		Sysctls:        linux.GetSysctls(),
+		MinOOMScoreAdj: s.minOOMScore,
+		Files: []specgen.File{
+			{Source: files.ResolvConf, Dest: "/etc/resolv.conf"},
+			{Source: files.Hostname, Dest: "/etc/hostname"},
+			{Source: files.Hosts, Dest: "/etc/hosts"},
+		},
+		SupplementalGroups: sc.GetSupplementalGroups(),
+		Privileged:         sc.GetPrivileged(),
+		Annotations:        cfg.GetAnnotations(),
+	}
+	if sc.GetRunAsUser() != nil {
+		v := sc.GetRunAsUser().GetValue()
+		desc.RunAsUser = &v
+	}
+	if sc.GetRunAsGroup() != nil {
+		v := sc.GetRunAsGroup().GetValue()
+		desc.RunAsGroup = &v
+	}
+	if r := linux.GetResources(); r != nil {
+		desc.CPUShares = uint64(r.GetCpuShares())
+		desc.CPUQuota = r.GetCpuQuota()
+		desc.CPUPeriod = uint64(r.GetCpuPeriod())
+		desc.MemoryLimit = r.GetMemoryLimitInBytes()
+	}
+	return specgen.SandboxSpec(desc)
+}

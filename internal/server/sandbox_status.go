@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// sandboxInfo is the verbose PodSandboxStatus info (key "info"), which
+// `crictl inspectp` and `podbay inspect` print. Its networkSettings carry the
+// seed's schema, SandboxKey included.
+type sandboxInfo struct {
+	ID              string          `json:"id"`
+	Name            string          `json:"name"`
+	Pid             int             `json:"pid"`
+	State           sandbox.State   `json:"state"`
+	RuntimeHandler  string          `json:"runtimeHandler"`
+	NetworkMode     string          `json:"networkMode"`
+	NetworkOrder    string          `json:"networkOrder"`
+	NetworkStopped  bool            `json:"networkStopped"`
+	NetworkSettings any             `json:"networkSettings"`
+	Bundle          string          `json:"bundle"`
+	Config          json.RawMessage `json:"config,omitempty"`
+	RuntimeSpec     json.RawMessage `json:"runtimeSpec,omitempty"`
+}
+
+// PodSandboxStatus reports a sandbox's state and IPs; with verbose, its
+// record and OCI spec.
+func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	sb, err := s.index.Get(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	rec := sb.Record()
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: sandboxStatus(rec)}
+	if req.GetVerbose() {
+		info := sandboxInfo{
+			ID: rec.ID, Name: rec.Name, Pid: rec.Pid, State: rec.State,
+			RuntimeHandler: rec.RuntimeHandler, NetworkMode: rec.NetworkMode,
+			NetworkOrder: rec.NetworkOrder, NetworkStopped: rec.NetworkStopped,
+			NetworkSettings: rec.NetworkSettings, Bundle: filepath.Join(rec.Dir, "bundle"),
+			Config: rec.Config,
+		}
+		if spec, err := os.ReadFile(filepath.Join(info.Bundle, "config.json")); err == nil && json.Valid(spec) {
+			info.RuntimeSpec = spec
+		}
+		b, err := json.Marshal(info)
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = map[string]string{"info": string(b)}
+	}
+	return resp, nil
+}
+
+func sandboxStatus(rec sandbox.Record) *runtimeapi.PodSandboxStatus {
+	st := &runtimeapi.PodSandboxStatus{
+		Id: rec.ID,
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name: rec.Metadata.Name, Namespace: rec.Metadata.Namespace,
+			Uid: rec.Metadata.UID, Attempt: rec.Metadata.Attempt,
+		},
+		State:          criState(rec.State),
+		CreatedAt:      rec.CreatedAt.UnixNano(),
+		Network:        &runtimeapi.PodSandboxNetworkStatus{},
+		Labels:         rec.Labels,
+		Annotations:    rec.Annotations,
+		RuntimeHandler: rec.RuntimeHandler,
+		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{
+			Network: criNamespaceMode(rec.Namespaces.Network),
+			Pid:     criNamespaceMode(rec.Namespaces.PID),
+			Ipc:     criNamespaceMode(rec.Namespaces.IPC),
+		}}},
+	}
+	// The kubelet keeps a pod's IPs until the sandbox is gone; after Stop
+	// released them they are no longer the pod's.
+	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped {
+		ips := rec.NetworkSettings.PodIPs()
+		if len(ips) > 0 {
+			st.Network.Ip = ips[0]
+			for _, ip := range ips[1:] {
+				st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
+			}
+		}
+	}
+	return st
+}
+
+func criState(st sandbox.State) runtimeapi.PodSandboxState {
+	if st == sandbox.StateReady {
+		return runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	return runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+}
+
+func criNamespaceMode(m sandbox.NamespaceMode) runtimeapi.NamespaceMode {
+	return runtimeapi.NamespaceMode(runtimeapi.NamespaceMode_value[string(m)])
+}

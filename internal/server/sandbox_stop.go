@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// StopPodSandbox stops a pod: tears its network down (CNI DEL, then unmount
+// of the namespace, keeping the file, per the seed design) and stops the
+// sandbox container. The CRI spec requires it to be idempotent, and a
+// sandbox that is already gone is not an error.
+func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	sb, err := s.index.Get(req.GetPodSandboxId())
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return &runtimeapi.StopPodSandboxResponse{}, nil
+		}
+		return nil, err
+	}
+	sb.StopMu.Lock()
+	defer sb.StopMu.Unlock()
+	sb.OpMu.Lock()
+	defer sb.OpMu.Unlock()
+	if !s.index.Has(sb.ID) {
+		return &runtimeapi.StopPodSandboxResponse{}, nil // removed while we waited
+	}
+	if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+// stopPodSandboxLocked does the work of Stop; the caller holds sb.OpMu.
+// Each step records its completion, so a Stop interrupted by a crash
+// resumes where it stopped and a repeated Stop does nothing.
+func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) error {
+	timer := s.metrics.Start("stop")
+	rec := sb.Record()
+	rt, rtErr := s.runtimeFor(rec.RuntimeHandler)
+
+	// The pod's containers are stopped here once containers exist.
+
+	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped {
+		if err := s.teardownNetwork(ctx, rec); err != nil {
+			return err
+		}
+		timer.Phase("cni")
+		if err := s.hit(ctx, "stop.cni"); err != nil {
+			return err
+		}
+		if err := netns.Unmount(rec.NetworkSettings.SandboxKey); err != nil {
+			return err
+		}
+		timer.Phase("netns")
+		if err := s.hit(ctx, "stop.unmount"); err != nil {
+			return err
+		}
+		rec = sb.Update(func(r *sandbox.Record) {
+			r.NetworkSetup = false
+			r.NetworkStopped = true
+		})
+		if err := s.save(rec); err != nil {
+			return err
+		}
+	}
+
+	if rec.ContainerCreated {
+		if rtErr != nil {
+			return fmt.Errorf("stop sandbox container: %w", rtErr)
+		}
+		// The pause process holds nothing worth a grace period.
+		if err := rt.Stop(ctx, rec.ID, 0, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("stop sandbox container: %w", err)
+		}
+		timer.Phase("runtime_stop")
+	}
+	if rec.State != sandbox.StateNotReady {
+		rec = sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateNotReady })
+		if err := s.save(rec); err != nil {
+			return err
+		}
+	}
+	timer.Phase("persist")
+	log.G(ctx).Info("pod sandbox stopped")
+	return nil
+}
+
+// teardownNetwork issues CNI DEL for a sandbox. DEL is issued even when the
+// namespace is gone (after a reboot, or an unmount by hand): the plugins
+// still release IPs and host rules, and the CNI spec allows an empty netns.
+func (s *Server) teardownNetwork(ctx context.Context, rec sandbox.Record) error {
+	path := rec.NetworkSettings.SandboxKey
+	mounted, err := netns.IsMounted(path)
+	if err != nil {
+		return err
+	}
+	if !mounted {
+		path = ""
+	}
+	att := network.Attachment{
+		ID:           rec.ID,
+		NetNS:        path,
+		PodName:      rec.Metadata.Name,
+		PodNamespace: rec.Metadata.Namespace,
+		PodUID:       rec.Metadata.UID,
+	}
+	for _, pm := range rec.NetworkSettings.CNIPorts {
+		att.PortMappings = append(att.PortMappings, network.PortMapping(pm))
+	}
+	if err := s.network.Teardown(ctx, att); err != nil {
+		return fmt.Errorf("tear down pod network: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+// Package server implements the CRI v1 RuntimeService and ImageService of
+// podbayd on top of the domain packages: sandbox records, network
+// namespaces, CNI, and the OCI runtimes.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/failpoint"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/metrics"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/store"
+)
+
+// Version is podbay's version, reported by the Version RPC.
+var Version = "0.1.0-dev"
+
+// cleanupTimeout bounds each rollback step and each recovery step.
+const cleanupTimeout = 2 * time.Minute
+
+const sandboxBucket = "sandboxes"
+
+// NetworkManager is the pod network as the server uses it; internal/network
+// implements it.
+type NetworkManager interface {
+	Status(ctx context.Context) error
+	UpdatePodCIDR(ctx context.Context, cidr string) error
+	Setup(ctx context.Context, att network.Attachment) (*network.Settings, error)
+	Teardown(ctx context.Context, att network.Attachment) error
+	Cached() ([]network.CachedAttachment, error)
+	TeardownCached(ctx context.Context, c network.CachedAttachment) error
+}
+
+// Runtime is one OCI runtime handler as the server uses it; internal/oci
+// implements it.
+type Runtime interface {
+	Create(ctx context.Context, opts oci.CreateOptions) (int, error)
+	Start(ctx context.Context, id string) error
+	Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error
+	Delete(ctx context.Context, id string) error
+	State(ctx context.Context, id string) (oci.State, error)
+	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
+}
+
+// Options are the server's dependencies and settings.
+type Options struct {
+	Config  *config.Config
+	DB      *store.DB
+	Network NetworkManager
+	// Runtimes are the usable handlers by name. Unavailable names the
+	// configured handlers that could not be set up, with the reason.
+	Runtimes    map[string]Runtime
+	Unavailable map[string]error
+	Metrics     *metrics.Metrics
+	Failpoints  *failpoint.Set
+	// PauseRootfs is the read-only root filesystem of sandbox containers,
+	// holding /pause.
+	PauseRootfs string
+	// MinOOMScoreAdj, when set, is the lowest oom_score_adj a container may
+	// be given (the daemon's own score when it lacks CAP_SYS_RESOURCE).
+	MinOOMScoreAdj *int
+}
+
+// Server serves the CRI.
+type Server struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+
+	cfg         *config.Config
+	db          *store.DB
+	network     NetworkManager
+	runtimes    map[string]Runtime
+	unavailable map[string]error
+	metrics     *metrics.Metrics
+	failpoints  *failpoint.Set
+	pauseRootfs string
+	minOOMScore *int
+	index       *sandbox.Index
+
+	// ctx lives as long as the server; background work (exit watchers,
+	// parked sandboxes) stops with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+
+	grpc *grpc.Server
+}
+
+// New returns a server. Call Recover before Serve.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil || opts.DB == nil || opts.Network == nil || len(opts.Runtimes) == 0 {
+		return nil, errors.New("server: config, database, network and at least one runtime are required")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:         opts.Config,
+		db:          opts.DB,
+		network:     opts.Network,
+		runtimes:    opts.Runtimes,
+		unavailable: opts.Unavailable,
+		metrics:     opts.Metrics,
+		failpoints:  opts.Failpoints,
+		pauseRootfs: opts.PauseRootfs,
+		minOOMScore: opts.MinOOMScoreAdj,
+		index:       sandbox.NewIndex(),
+		ctx:         ctx,
+		cancel:      cancel,
+	}
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
+	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
+	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{})
+	return s, nil
+}
+
+// Listen opens the unix socket at path, replacing a stale socket file.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket: %w", err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("chmod socket: %w", err)
+	}
+	return l, nil
+}
+
+// Serve serves the CRI on l until Shutdown or Close.
+func (s *Server) Serve(l net.Listener) error {
+	return s.grpc.Serve(l)
+}
+
+// Shutdown stops accepting RPCs and waits for those in flight until ctx ends,
+// then stops background work. Pods keep running: their conmon monitors do
+// not depend on the daemon.
+func (s *Server) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
+	s.cancel()
+	s.bg.Wait()
+}
+
+// hit evaluates a failpoint.
+func (s *Server) hit(ctx context.Context, name string) error {
+	return s.failpoints.Hit(ctx, name)
+}
+
+// save persists a sandbox record.
+func (s *Server) save(rec sandbox.Record) error {
+	if err := s.db.Put(sandboxBucket, rec.ID, sandbox.RecordVersion, rec); err != nil {
+		return fmt.Errorf("persist sandbox %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// rollback runs the undo steps of a failed operation and remembers whether
+// any of them failed, so the operation's record can be kept for recovery
+// instead of orphaning what the failed undo still holds.
+type rollback struct {
+	failed bool
+}
+
+// onError runs undo when *errp is set at return, on a context that outlives
+// the caller's cancellation, keeps its log fields, and stays bounded.
+func (rb *rollback) onError(ctx context.Context, errp *error, step string, undo func(context.Context) error) {
+	if *errp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := undo(ctx); err != nil {
+		rb.failed = true
+		log.G(ctx).Error("rollback step failed", "step", step, "err", err)
+	}
+}
+
+func (s *Server) runtimeFor(handler string) (Runtime, error) {
+	if rt, ok := s.runtimes[handler]; ok {
+		return rt, nil
+	}
+	if err, ok := s.unavailable[handler]; ok {
+		return nil, fmt.Errorf("runtime handler %q is not available: %v: %w", handler, err, errdefs.ErrInvalidArgument)
+	}
+	return nil, fmt.Errorf("unknown runtime handler %q: %w", handler, errdefs.ErrInvalidArgument)
+}

@@ -1,0 +1,237 @@
+// Package specgen turns plain descriptions of pods and containers into OCI
+// runtime specs. Its functions are pure: they read no files and touch no
+// host state, so every translation is covered by table tests.
+package specgen
+
+import (
+	"fmt"
+	"sort"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Annotation keys VM runtimes (Kata) read to tell a sandbox from its
+// containers and to group containers by pod.
+const (
+	AnnotationContainerType      = "io.kubernetes.cri.container-type"
+	AnnotationSandboxID          = "io.kubernetes.cri.sandbox-id"
+	AnnotationSandboxName        = "io.kubernetes.cri.sandbox-name"
+	AnnotationSandboxNamespace   = "io.kubernetes.cri.sandbox-namespace"
+	AnnotationSandboxUID         = "io.kubernetes.cri.sandbox-uid"
+	AnnotationSandboxLogDir      = "io.kubernetes.cri.sandbox-log-directory"
+	AnnotationContainerName      = "io.kubernetes.cri.container-name"
+	AnnotationImageName          = "io.kubernetes.cri.image-name"
+	ContainerTypeSandbox         = "sandbox"
+	ContainerTypeContainer       = "container"
+	defaultSandboxOOMScoreAdjust = -998
+)
+
+// File is a file the sandbox sees at Dest, bind-mounted read-only from Source.
+type File struct {
+	Source, Dest string
+}
+
+// Sandbox describes a pod's sandbox container.
+type Sandbox struct {
+	ID         string
+	Name       string // pod name
+	Namespace  string // pod namespace
+	UID        string // pod UID
+	LogDir     string
+	RootfsPath string
+	Args       []string
+	Hostname   string
+	// NetNSPath is the sandbox key. Empty with HostNetwork.
+	NetNSPath   string
+	HostNetwork bool
+	HostPID     bool
+	HostIPC     bool
+	CgroupsPath string
+	Sysctls     map[string]string
+	// OOMScoreAdj is the score to request; MinOOMScoreAdj, when set, clamps
+	// it from below (a daemon without CAP_SYS_RESOURCE cannot go lower than
+	// its own score).
+	OOMScoreAdj    *int
+	MinOOMScoreAdj *int
+	Files          []File
+	// RunAsUser/RunAsGroup for the pause process; nil means root.
+	RunAsUser, RunAsGroup *int64
+	SupplementalGroups    []int64
+	Privileged            bool
+	// CPUShares, CPUQuota, CPUPeriod and MemoryLimit are the pod's resource
+	// totals, set on the sandbox so VM runtimes can size the VM.
+	CPUShares   uint64
+	CPUQuota    int64
+	CPUPeriod   uint64
+	MemoryLimit int64
+	// Annotations are the pod's annotations, passed to the runtime.
+	Annotations map[string]string
+}
+
+// SandboxSpec builds the OCI spec of a sandbox container.
+func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
+	if sb.ID == "" || sb.RootfsPath == "" || len(sb.Args) == 0 {
+		return nil, fmt.Errorf("sandbox spec needs an id, a rootfs and args")
+	}
+	if !sb.HostNetwork && sb.NetNSPath == "" {
+		return nil, fmt.Errorf("sandbox spec: a pod without host network needs a network namespace path")
+	}
+	s := baseSpec()
+	s.Root = &specs.Root{Path: sb.RootfsPath, Readonly: true}
+	s.Process.Args = append([]string(nil), sb.Args...)
+	s.Process.NoNewPrivileges = true
+	s.Hostname = sb.Hostname
+	if sb.RunAsUser != nil {
+		s.Process.User.UID = uint32(*sb.RunAsUser)
+	}
+	if sb.RunAsGroup != nil {
+		s.Process.User.GID = uint32(*sb.RunAsGroup)
+	}
+	for _, g := range sb.SupplementalGroups {
+		s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, uint32(g))
+	}
+	if sb.Privileged {
+		s.Process.Capabilities = allCapabilities()
+		s.Linux.MaskedPaths = nil
+		s.Linux.ReadonlyPaths = nil
+	}
+
+	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	if !sb.HostPID {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
+	}
+	if !sb.HostIPC {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace})
+	}
+	if !sb.HostNetwork {
+		// A pod with its own network gets its own UTS namespace too, so
+		// its hostname does not change the node's.
+		ns = append(ns,
+			specs.LinuxNamespace{Type: specs.UTSNamespace},
+			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: sb.NetNSPath})
+	} else {
+		// runc refuses a hostname without a UTS namespace.
+		s.Hostname = ""
+	}
+	s.Linux.Namespaces = ns
+	s.Linux.CgroupsPath = sb.CgroupsPath
+
+	if len(sb.Sysctls) > 0 {
+		s.Linux.Sysctl = map[string]string{}
+		for k, v := range sb.Sysctls {
+			s.Linux.Sysctl[k] = v
+		}
+	}
+
+	score := defaultSandboxOOMScoreAdjust
+	if sb.OOMScoreAdj != nil {
+		score = *sb.OOMScoreAdj
+	}
+	if sb.MinOOMScoreAdj != nil && score < *sb.MinOOMScoreAdj {
+		score = *sb.MinOOMScoreAdj
+	}
+	s.Process.OOMScoreAdj = &score
+
+	res := &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}}
+	if sb.CPUShares > 0 || sb.CPUQuota > 0 || sb.CPUPeriod > 0 {
+		res.CPU = &specs.LinuxCPU{}
+		if sb.CPUShares > 0 {
+			res.CPU.Shares = &sb.CPUShares
+		}
+		if sb.CPUQuota > 0 {
+			res.CPU.Quota = &sb.CPUQuota
+		}
+		if sb.CPUPeriod > 0 {
+			res.CPU.Period = &sb.CPUPeriod
+		}
+	}
+	if sb.MemoryLimit > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &sb.MemoryLimit}
+	}
+	s.Linux.Resources = res
+
+	for _, f := range sb.Files {
+		s.Mounts = append(s.Mounts, specs.Mount{
+			Destination: f.Dest, Type: "bind", Source: f.Source,
+			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
+		})
+	}
+
+	s.Annotations = map[string]string{}
+	for k, v := range sb.Annotations {
+		s.Annotations[k] = v
+	}
+	s.Annotations[AnnotationContainerType] = ContainerTypeSandbox
+	s.Annotations[AnnotationSandboxID] = sb.ID
+	s.Annotations[AnnotationSandboxName] = sb.Name
+	s.Annotations[AnnotationSandboxNamespace] = sb.Namespace
+	s.Annotations[AnnotationSandboxUID] = sb.UID
+	s.Annotations[AnnotationSandboxLogDir] = sb.LogDir
+	return s, nil
+}
+
+// defaultCapabilities are the capabilities a container gets unless it asks
+// otherwise: the set containerd and CRI-O grant by default.
+var defaultCapabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+func capabilitySet(caps []string) *specs.LinuxCapabilities {
+	c := append([]string(nil), caps...)
+	sort.Strings(c)
+	return &specs.LinuxCapabilities{
+		Bounding:  c,
+		Effective: append([]string(nil), c...),
+		Permitted: append([]string(nil), c...),
+	}
+}
+
+func allCapabilities() *specs.LinuxCapabilities { return capabilitySet(knownCapabilities) }
+
+// knownCapabilities are the capabilities of Linux 5.9+.
+var knownCapabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
+	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
+	"CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW",
+	"CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT",
+	"CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE",
+	"CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE",
+	"CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE",
+	"CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ",
+	"CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+}
+
+// baseSpec is the spec every container starts from: the mounts, masked
+// paths and capabilities of containerd's and CRI-O's defaults.
+func baseSpec() *specs.Spec {
+	return &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			Cwd:          "/",
+			Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Capabilities: capabilitySet(defaultCapabilities),
+			// No rlimits: the process inherits the runtime's, as with
+			// containerd; raising them needs CAP_SYS_RESOURCE.
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		},
+		Linux: &specs.Linux{
+			MaskedPaths: []string{
+				"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+				"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+				"/sys/firmware", "/sys/devices/virtual/powercap",
+			},
+			ReadonlyPaths: []string{
+				"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+			},
+		},
+	}
+}

@@ -1,0 +1,173 @@
+package specgen
+
+import (
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func base() Sandbox {
+	return Sandbox{
+		ID: "abc", Name: "web", Namespace: "default", UID: "u1", LogDir: "/var/log/pods/x",
+		RootfsPath: "/var/lib/podbay/pause/rootfs", Args: []string{"/pause"},
+		Hostname: "web-host", NetNSPath: "/var/run/netns/podbay-abc", CgroupsPath: "/podbay/podbay-abc",
+	}
+}
+
+func nsTypes(s *specs.Spec) map[specs.LinuxNamespaceType]string {
+	m := map[specs.LinuxNamespaceType]string{}
+	for _, n := range s.Linux.Namespaces {
+		m[n.Type] = n.Path
+	}
+	return m
+}
+
+func TestSandboxSpecNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		mod      func(*Sandbox)
+		want     []specs.LinuxNamespaceType
+		hostname string
+	}{
+		{"pod network", func(*Sandbox) {}, []specs.LinuxNamespaceType{"mount", "pid", "ipc", "uts", "network"}, "web-host"},
+		{"host network", func(s *Sandbox) { s.HostNetwork = true; s.NetNSPath = "" }, []specs.LinuxNamespaceType{"mount", "pid", "ipc"}, ""},
+		{"host pid", func(s *Sandbox) { s.HostPID = true }, []specs.LinuxNamespaceType{"mount", "ipc", "uts", "network"}, "web-host"},
+		{"host ipc", func(s *Sandbox) { s.HostIPC = true }, []specs.LinuxNamespaceType{"mount", "pid", "uts", "network"}, "web-host"},
+		{"all host", func(s *Sandbox) { s.HostNetwork, s.HostPID, s.HostIPC, s.NetNSPath = true, true, true, "" }, []specs.LinuxNamespaceType{"mount"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := base()
+			tc.mod(&sb)
+			s, err := SandboxSpec(sb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := nsTypes(s)
+			if len(got) != len(tc.want) {
+				t.Fatalf("namespaces %v, want %v", got, tc.want)
+			}
+			for _, w := range tc.want {
+				if _, ok := got[w]; !ok {
+					t.Fatalf("namespaces %v lack %s", got, w)
+				}
+			}
+			if p, ok := got["network"]; ok && p != sb.NetNSPath {
+				t.Fatalf("network namespace path %q, want the sandbox key %q", p, sb.NetNSPath)
+			}
+			if s.Hostname != tc.hostname {
+				t.Fatalf("hostname %q, want %q", s.Hostname, tc.hostname)
+			}
+		})
+	}
+}
+
+func TestSandboxSpecOOMScoreAdj(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		req, min *int
+		want     int
+	}{
+		{"default", nil, nil, -998},
+		{"default clamped", nil, ptr(0), 0},
+		{"requested", ptr(-500), nil, -500},
+		{"requested above minimum", ptr(100), ptr(0), 100},
+		{"requested below minimum", ptr(-999), ptr(-10), -10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := base()
+			sb.OOMScoreAdj, sb.MinOOMScoreAdj = tc.req, tc.min
+			s, err := SandboxSpec(sb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *s.Process.OOMScoreAdj != tc.want {
+				t.Fatalf("oom_score_adj %d, want %d", *s.Process.OOMScoreAdj, tc.want)
+			}
+		})
+	}
+}
+
+func TestSandboxSpecAnnotationsAndFields(t *testing.T) {
+	sb := base()
+	sb.Annotations = map[string]string{"a": "b", AnnotationContainerType: "spoofed"}
+	sb.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
+	sb.Files = []File{{Source: "/x/resolv.conf", Dest: "/etc/resolv.conf"}}
+	sb.RunAsUser, sb.RunAsGroup = ptr(int64(65535)), ptr(int64(65534))
+	sb.SupplementalGroups = []int64{5, 6}
+	sb.CPUShares, sb.CPUQuota, sb.CPUPeriod, sb.MemoryLimit = 512, 50000, 100000, 1<<20
+	s, err := SandboxSpec(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"a":                        "b",
+		AnnotationContainerType:    ContainerTypeSandbox,
+		AnnotationSandboxID:        "abc",
+		AnnotationSandboxName:      "web",
+		AnnotationSandboxNamespace: "default",
+		AnnotationSandboxUID:       "u1",
+		AnnotationSandboxLogDir:    "/var/log/pods/x",
+	}
+	for k, v := range want {
+		if s.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, s.Annotations[k], v)
+		}
+	}
+	if !s.Root.Readonly || s.Root.Path != sb.RootfsPath {
+		t.Errorf("root %+v", s.Root)
+	}
+	if s.Linux.Sysctl["net.ipv4.ip_unprivileged_port_start"] != "0" {
+		t.Errorf("sysctl %v", s.Linux.Sysctl)
+	}
+	if s.Linux.CgroupsPath != sb.CgroupsPath {
+		t.Errorf("cgroups path %q", s.Linux.CgroupsPath)
+	}
+	if u := s.Process.User; u.UID != 65535 || u.GID != 65534 || len(u.AdditionalGids) != 2 {
+		t.Errorf("user %+v", u)
+	}
+	r := s.Linux.Resources
+	if *r.CPU.Shares != 512 || *r.CPU.Quota != 50000 || *r.CPU.Period != 100000 || *r.Memory.Limit != 1<<20 {
+		t.Errorf("resources %+v %+v", r.CPU, r.Memory)
+	}
+	var found bool
+	for _, m := range s.Mounts {
+		if m.Destination == "/etc/resolv.conf" && m.Source == "/x/resolv.conf" && m.Type == "bind" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("resolv.conf mount missing: %+v", s.Mounts)
+	}
+	if !s.Process.NoNewPrivileges {
+		t.Error("no_new_privileges not set")
+	}
+}
+
+func TestSandboxSpecPrivileged(t *testing.T) {
+	sb := base()
+	sb.Privileged = true
+	s, err := SandboxSpec(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Process.Capabilities.Bounding) != len(knownCapabilities) || s.Linux.MaskedPaths != nil {
+		t.Fatalf("privileged sandbox: caps %d masked %v", len(s.Process.Capabilities.Bounding), s.Linux.MaskedPaths)
+	}
+}
+
+func TestSandboxSpecRejects(t *testing.T) {
+	for name, mod := range map[string]func(*Sandbox){
+		"no id":     func(s *Sandbox) { s.ID = "" },
+		"no rootfs": func(s *Sandbox) { s.RootfsPath = "" },
+		"no args":   func(s *Sandbox) { s.Args = nil },
+		"no netns":  func(s *Sandbox) { s.NetNSPath = "" },
+	} {
+		sb := base()
+		mod(&sb)
+		if _, err := SandboxSpec(sb); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
