@@ -89,6 +89,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		defer s.bg.Done()
 		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.cfg.SandboxTimeout))
 		defer cancel()
+		// A daemon shutting down abandons the work; its rollback still runs.
+		stop := context.AfterFunc(s.ctx, cancel)
+		defer stop()
 		sb, err := s.runPodSandbox(work, name, handler, rt, cfg)
 		s.index.Finish(name, mine, sb, err)
 		done <- result{sb, err}

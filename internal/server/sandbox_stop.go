@@ -77,20 +77,24 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		if rtErr != nil {
 			return fmt.Errorf("stop sandbox container: %w", rtErr)
 		}
-		// The pause process holds nothing worth a grace period.
-		if err := rt.Stop(ctx, rec.ID, 0, syscall.SIGKILL); err != nil {
-			return fmt.Errorf("stop sandbox container: %w", err)
+		// conmon's exit file says the pause process is gone: nothing to
+		// stop (a repeated Stop, or Remove after Stop).
+		if _, exited, err := rt.Exited(rec.ID); err != nil || !exited {
+			// The pause process holds nothing worth a grace period.
+			if err := rt.Stop(ctx, rec.ID, 0, syscall.SIGKILL); err != nil {
+				return fmt.Errorf("stop sandbox container: %w", err)
+			}
+			timer.Phase("runtime_stop")
 		}
-		timer.Phase("runtime_stop")
 	}
 	if rec.State != sandbox.StateNotReady {
 		rec = sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateNotReady })
 		if err := s.save(rec); err != nil {
 			return err
 		}
+		timer.Phase("persist")
+		log.G(ctx).Info("pod sandbox stopped")
 	}
-	timer.Phase("persist")
-	log.G(ctx).Info("pod sandbox stopped")
 	return nil
 }
 

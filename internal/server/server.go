@@ -55,6 +55,7 @@ type Runtime interface {
 	Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error
 	Delete(ctx context.Context, id string) error
 	State(ctx context.Context, id string) (oci.State, error)
+	Exited(id string) (oci.ExitStatus, bool, error)
 	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
 }
 

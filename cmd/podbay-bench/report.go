@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+const (
+	phaseMetric = "podbay_sandbox_phase_duration_seconds"
+	rpcMetric   = "podbay_rpc_duration_seconds"
+)
+
+// report is what one mode prints.
+type report struct {
+	concurrency int
+	pods        int // asked for
+	completed   int // run, stopped and removed
+	elapsed     time.Duration
+	samples     map[string][]time.Duration
+	err         error // why the mode was aborted
+	// Scrapes of the daemon's metrics before and after the mode; used only
+	// when scraped is set.
+	before, after metricSet
+	scraped       bool
+}
+
+func (r report) print(w io.Writer) {
+	status := ""
+	if r.err != nil {
+		status = ", ABORTED"
+	}
+	fmt.Fprintf(w, "\n== concurrency %d: %d/%d pods in %.2f s, %.2f pods/s%s ==\n",
+		r.concurrency, r.completed, r.pods, r.elapsed.Seconds(), float64(r.completed)/r.elapsed.Seconds(), status)
+	if r.err != nil {
+		fmt.Fprintf(w, "aborted: %v\n", r.err)
+	}
+
+	fmt.Fprintf(w, "%-22s %6s %9s %9s %9s", "RPC", "count", "p50 ms", "p95 ms", "max ms")
+	if r.scraped {
+		fmt.Fprintf(w, " %15s", "daemon mean ms")
+	}
+	fmt.Fprintln(w)
+	for _, row := range []string{rpcRun, rpcStop, rpcRemove, rowPod} {
+		d := slices.Clone(r.samples[row])
+		slices.Sort(d)
+		fmt.Fprintf(w, "%-22s %6d %9s %9s %9s", row, len(d), ms(quantile(d, 0.5)), ms(quantile(d, 0.95)), ms(quantile(d, 1)))
+		if r.scraped && row != rowPod {
+			mean, _ := r.meanDelta(rpcMetric, "method", row)
+			fmt.Fprintf(w, " %15s", msFloat(mean))
+		}
+		fmt.Fprintln(w)
+	}
+
+	if !r.scraped {
+		return
+	}
+	keys := r.after.phases(phaseMetric)
+	if len(keys) == 0 {
+		fmt.Fprintf(w, "\ndaemon phases: the daemon exports no %s\n", phaseMetric)
+		return
+	}
+	fmt.Fprintf(w, "\ndaemon phases, ms (p50/p95: summary since the daemon started; count, mean: this mode)\n")
+	fmt.Fprintf(w, "%-10s %-15s %6s %9s %9s %9s\n", "operation", "phase", "count", "p50", "p95", "mean")
+	for _, k := range keys {
+		labels := []string{"operation", k.operation, "phase", k.phase}
+		p50, _ := r.after.get(phaseMetric, append(labels, "quantile", "0.5")...)
+		p95, _ := r.after.get(phaseMetric, append(labels, "quantile", "0.95")...)
+		mean, count := r.meanDelta(phaseMetric, labels...)
+		fmt.Fprintf(w, "%-10s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
+	}
+}
+
+// meanDelta returns the mean and count of the observations the summary or
+// histogram name{labels} got during the mode, from the change in its _sum
+// and _count. The mean is NaN when there were none.
+func (r report) meanDelta(name string, labels ...string) (mean, count float64) {
+	sum1, _ := r.after.get(name+"_sum", labels...)
+	cnt1, _ := r.after.get(name+"_count", labels...)
+	sum0, _ := r.before.get(name+"_sum", labels...)
+	cnt0, _ := r.before.get(name+"_count", labels...)
+	count = cnt1 - cnt0
+	if count <= 0 {
+		return math.NaN(), 0
+	}
+	return (sum1 - sum0) / count, count
+}
+
+// quantile returns the q-quantile of sorted by the nearest-rank method, or
+// -1 when there are no samples.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return -1
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+}
+
+// msFloat formats seconds as milliseconds; NaN (no observation in the
+// summary's window) prints as "-".
+func msFloat(sec float64) string {
+	if math.IsNaN(sec) || math.IsInf(sec, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", sec*1000)
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/oci"
+)
+
+// fakeNetwork records the CNI calls the server makes.
+type fakeNetwork struct {
+	mu        sync.Mutex
+	calls     []string
+	setupErr  error
+	added     map[string]bool
+	statusErr error
+}
+
+func newFakeNetwork() *fakeNetwork { return &fakeNetwork{added: map[string]bool{}} }
+
+func (f *fakeNetwork) record(call string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+}
+
+func (f *fakeNetwork) Status(context.Context) error { return f.statusErr }
+func (f *fakeNetwork) UpdatePodCIDR(ctx context.Context, c string) error {
+	f.record("cidr " + c)
+	return nil
+}
+
+func (f *fakeNetwork) Setup(ctx context.Context, att network.Attachment) (*network.Settings, error) {
+	f.record("add " + att.ID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Like a plugin that fails half way: the reservation is made first.
+	f.added[att.ID] = true
+	if f.setupErr != nil {
+		return nil, f.setupErr
+	}
+	return &network.Settings{IPAddress: "10.1.0.2", IPPrefixLen: 24, Gateway: "10.1.0.1"}, nil
+}
+
+func (f *fakeNetwork) Teardown(ctx context.Context, att network.Attachment) error {
+	f.record("del " + att.ID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.added, att.ID)
+	return nil
+}
+
+func (f *fakeNetwork) Cached() ([]network.CachedAttachment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []network.CachedAttachment
+	for id := range f.added {
+		out = append(out, network.CachedAttachment{ID: id})
+	}
+	return out, nil
+}
+
+func (f *fakeNetwork) TeardownCached(ctx context.Context, c network.CachedAttachment) error {
+	return f.Teardown(ctx, network.Attachment{ID: c.ID})
+}
+
+func (f *fakeNetwork) holding() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.added)
+}
+
+// fakeRuntime keeps containers in a map; each verb can be made to fail or
+// to block.
+type fakeRuntime struct {
+	mu         sync.Mutex
+	containers map[string]oci.Status
+	fail       map[string]error
+	startDelay time.Duration
+	exits      map[string]chan struct{}
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{containers: map[string]oci.Status{}, fail: map[string]error{}, exits: map[string]chan struct{}{}}
+}
+
+func (f *fakeRuntime) failOn(verb string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[verb] = err
+}
+
+func (f *fakeRuntime) Create(ctx context.Context, opts oci.CreateOptions) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.containers[opts.ID]; ok {
+		return 0, fmt.Errorf("container %s: %w", opts.ID, errdefs.ErrAlreadyExists)
+	}
+	f.containers[opts.ID] = oci.StatusCreated
+	f.exits[opts.ID] = make(chan struct{})
+	if err := f.fail["create"]; err != nil {
+		return 0, err // after making state, as a half-failed create does
+	}
+	return 4242, nil
+}
+
+func (f *fakeRuntime) Start(ctx context.Context, id string) error {
+	if f.startDelay > 0 {
+		time.Sleep(f.startDelay)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail["start"]; err != nil {
+		return err
+	}
+	f.containers[id] = oci.StatusRunning
+	return nil
+}
+
+func (f *fakeRuntime) Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.containers[id]; ok && f.containers[id] != oci.StatusStopped {
+		f.containers[id] = oci.StatusStopped
+		close(f.exits[id])
+	}
+	return nil
+}
+
+func (f *fakeRuntime) Delete(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.containers, id)
+	return nil
+}
+
+func (f *fakeRuntime) State(ctx context.Context, id string) (oci.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.containers[id]
+	if !ok {
+		return oci.State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
+	}
+	return oci.State{Status: st, Pid: 4242}, nil
+}
+
+func (f *fakeRuntime) Wait(ctx context.Context, id string) (oci.ExitStatus, error) {
+	f.mu.Lock()
+	ch, ok := f.exits[id]
+	f.mu.Unlock()
+	if !ok {
+		return oci.ExitStatus{}, errors.New("no such container")
+	}
+	select {
+	case <-ch:
+		return oci.ExitStatus{Code: 137}, nil
+	case <-ctx.Done():
+		return oci.ExitStatus{}, ctx.Err()
+	}
+}
+
+func (f *fakeRuntime) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.containers)
+}
+
+func (f *fakeRuntime) Exited(id string) (oci.ExitStatus, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return oci.ExitStatus{Code: 137}, f.containers[id] == oci.StatusStopped, nil
+}
