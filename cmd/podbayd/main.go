@@ -284,8 +284,8 @@ func findPause(configured string) (string, error) {
 }
 
 // minOOMScoreAdj returns the lowest oom_score_adj podbay may ask a runtime
-// for, or nil for no limit. Without CAP_SYS_RESOURCE a process cannot set a
-// score below its parent's, and runc then fails to start the container.
+// for, or nil for no limit. Without CAP_SYS_RESOURCE a process cannot lower
+// its score, and runc then fails to start the container (HOST-NOTES.md).
 func minOOMScoreAdj(mode string) (*int, error) {
 	restrict := mode == "true"
 	if mode == "auto" {
@@ -307,5 +307,8 @@ func minOOMScoreAdj(mode string) (*int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse own oom_score_adj: %w", err)
 	}
+	// conmon resets the runtime's score to 0 before it runs it, so without
+	// CAP_SYS_RESOURCE nothing below 0 can be set even if ours is lower.
+	v = max(v, 0)
 	return &v, nil
 }

@@ -1,0 +1,193 @@
+package oci
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+)
+
+// Status is a container's state as the runtime reports it.
+type Status string
+
+// Statuses from the OCI runtime spec ("creating" and anything else a
+// runtime may report map to StatusUnknown).
+const (
+	StatusCreated Status = "created"
+	StatusRunning Status = "running"
+	StatusStopped Status = "stopped"
+	StatusPaused  Status = "paused"
+	StatusUnknown Status = "unknown"
+)
+
+// State is what the runtime reports about a container, plus its monitor.
+type State struct {
+	ID     string
+	Status Status
+	// Pid is the init process's pid; 0 once stopped.
+	Pid int
+	// Bundle is the bundle directory the container was created from.
+	Bundle string
+	// Created is when the runtime created the container.
+	Created time.Time
+	// MonitorPid is the pid of the container's conmon, 0 if it is not
+	// running. A container that is not stopped but has no monitor will
+	// get no exit file: Wait would not return.
+	MonitorPid int
+}
+
+// runtimeState is the JSON `runc state` prints, and `runc list --format
+// json` prints a list of.
+type runtimeState struct {
+	ID      string    `json:"id"`
+	Pid     int       `json:"pid"`
+	Status  string    `json:"status"`
+	Bundle  string    `json:"bundle"`
+	Created time.Time `json:"created"`
+}
+
+// State asks the runtime about container id. An ID the runtime does not
+// know gives an error wrapping errdefs.ErrNotFound.
+func (r *Runtime) State(ctx context.Context, id string) (State, error) {
+	if err := validateID(id); err != nil {
+		return State{}, err
+	}
+	out, err := r.runtimeCmd(ctx, "state", id)
+	if err != nil {
+		if r.isNotExist(err, id) {
+			return State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
+		}
+		return State{}, fmt.Errorf("state of container %s: %w", id, err)
+	}
+	var rs runtimeState
+	if err := json.Unmarshal(out, &rs); err != nil {
+		return State{}, fmt.Errorf("state of container %s: parse runtime state: %w", id, err)
+	}
+	st := rs.state()
+	st.MonitorPid = monitorPID(st.Bundle, id)
+	return st, nil
+}
+
+// List returns the state of every container the runtime knows under
+// RuntimeRoot, for reconciling records with the host after a restart.
+func (r *Runtime) List(ctx context.Context) ([]State, error) {
+	out, err := r.runtimeCmd(ctx, "list", "--format", "json")
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var list []runtimeState // runc prints null for none
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, fmt.Errorf("list containers: parse runtime output: %w", err)
+	}
+	states := make([]State, 0, len(list))
+	for _, rs := range list {
+		st := rs.state()
+		st.MonitorPid = monitorPID(st.Bundle, st.ID)
+		states = append(states, st)
+	}
+	return states, nil
+}
+
+func (rs runtimeState) state() State {
+	st := State{ID: rs.ID, Status: StatusUnknown, Pid: rs.Pid, Bundle: rs.Bundle, Created: rs.Created}
+	switch s := Status(rs.Status); s {
+	case StatusCreated, StatusRunning, StatusStopped, StatusPaused:
+		st.Status = s
+	}
+	return st
+}
+
+// Start starts the user process of a created container.
+func (r *Runtime) Start(ctx context.Context, id string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if _, err := r.runtimeCmd(ctx, "start", id); err != nil {
+		if r.isNotExist(err, id) {
+			return fmt.Errorf("start container %s: %w", id, errdefs.ErrNotFound)
+		}
+		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	return nil
+}
+
+// Kill sends sig to the container's init process, or to all its processes
+// if all is set. A container that has already stopped is not an error; an
+// unknown ID gives an error wrapping errdefs.ErrNotFound.
+func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all bool) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	args := []string{id, strconv.Itoa(int(sig))}
+	if all {
+		args = append([]string{"--all"}, args...)
+	}
+	_, err := r.runtimeCmd(ctx, "kill", args...)
+	if err == nil {
+		return nil
+	}
+	if r.isNotExist(err, id) {
+		return fmt.Errorf("kill container %s: %w", id, errdefs.ErrNotFound)
+	}
+	// runc says "container not running"; ask rather than match the text.
+	if st, stErr := r.State(ctx, id); stErr == nil && st.Status == StatusStopped {
+		return nil
+	} else if errdefs.IsNotFound(stErr) {
+		return fmt.Errorf("kill container %s: %w", id, errdefs.ErrNotFound)
+	}
+	return fmt.Errorf("kill container %s with signal %d: %w", id, sig, err)
+}
+
+// Delete removes the container: the runtime's state (`delete --force`,
+// which kills a container that still runs), then, once its conmon has
+// exited, the exit file, the attach symlink and conmon's files in the
+// bundle. The bundle directory itself and the log file stay. Deleting an
+// unknown ID removes any files left for it and returns nil.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	var bundle string
+	st, err := r.State(ctx, id)
+	switch {
+	case err == nil:
+		bundle = st.Bundle
+		if _, err := r.runtimeCmd(ctx, "delete", "--force", id); err != nil && !r.isNotExist(err, id) {
+			return fmt.Errorf("delete container %s: %w", id, err)
+		}
+	case errdefs.IsNotFound(err):
+		// conmon's attach symlink still leads to the bundle.
+		if target, err := os.Readlink(filepath.Join(r.cfg.SocketDir, id)); err == nil && filepath.IsAbs(target) {
+			bundle = target
+		}
+	default:
+		return fmt.Errorf("delete container %s: %w", id, err)
+	}
+	// conmon writes the exit file right after the container's init dies;
+	// wait for it to finish so that it does not recreate what is removed
+	// below.
+	if monitor := monitorPID(bundle, id); monitor > 0 {
+		if err := stopMonitor(ctx, monitor, id, monitorExitGrace, false); err != nil {
+			return fmt.Errorf("delete container %s: %w", id, err)
+		}
+	}
+	if err := r.removeFiles(id, bundle); err != nil {
+		return fmt.Errorf("delete container %s: %w", id, err)
+	}
+	log.G(ctx).Debug("container deleted", "id", id)
+	return nil
+}
+
+// OOMKilled reports whether conmon saw the memory cgroup of the container
+// created from bundle kill a process for lack of memory.
+func OOMKilled(bundle string) bool {
+	_, err := os.Stat(filepath.Join(bundle, oomFile))
+	return err == nil
+}

@@ -1,0 +1,147 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// monitorPID returns the pid of the conmon monitoring container id, read
+// from <bundle>/conmon.pid and checked against the process's command line,
+// or 0 when that conmon is not running (exited, or the pid was reused).
+func monitorPID(bundle, id string) int {
+	if bundle == "" {
+		return 0
+	}
+	pid, err := readPidFile(filepath.Join(bundle, conmonPidFile))
+	if err != nil || !isMonitorOf(pid, id) {
+		return 0
+	}
+	return pid
+}
+
+// isMonitorOf reports whether pid is a running conmon for container id. An
+// exited conmon that is not reaped yet has an empty command line and does
+// not count.
+func isMonitorOf(pid int, id string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && cmdlineHasCID(b, id)
+}
+
+// cmdlineHasCID reports whether a /proc/<pid>/cmdline passes --cid id.
+func cmdlineHasCID(cmdline []byte, id string) bool {
+	args := strings.Split(string(cmdline), "\x00")
+	for i := 0; i+1 < len(args); i++ {
+		if (args[i] == "--cid" || args[i] == "-c") && args[i+1] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// stopMonitor waits up to grace for the conmon at pid to exit by itself,
+// then kills it with SIGKILL, together with its process group if group
+// is set (conmon leads its own session; the group holds the runtime
+// command it runs but not the container, which runc puts in a session of
+// its own). The pid is checked to still be that conmon right before the
+// kill.
+func stopMonitor(ctx context.Context, pid int, id string, grace time.Duration, group bool) error {
+	gone := func() bool { return !isMonitorOf(pid, id) }
+	if waitUntil(ctx, grace, gone) {
+		return nil
+	}
+	target := pid
+	if group {
+		if pgid, err := unix.Getpgid(pid); err == nil && pgid == pid {
+			target = -pid
+		}
+	}
+	if gone() {
+		return nil
+	}
+	if err := unix.Kill(target, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill conmon %d: %w", pid, err)
+	}
+	if !waitUntil(ctx, monitorExitGrace, gone) {
+		return fmt.Errorf("conmon %d of container %s still running after SIGKILL", pid, id)
+	}
+	return nil
+}
+
+// waitUntil polls cond until it holds, d has passed or ctx ends, and
+// returns cond's last value.
+func waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
+	if cond() {
+		return true
+	}
+	if d <= 0 {
+		return false
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	interval := 5 * time.Millisecond
+	for {
+		tick := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return cond()
+		case <-deadline.C:
+			tick.Stop()
+			return cond()
+		case <-tick.C:
+		}
+		if cond() {
+			return true
+		}
+		interval = min(2*interval, 100*time.Millisecond)
+	}
+}
+
+// process refers to a process that is not the daemon's child through a
+// pidfd, so that a recycled pid cannot be mistaken for it.
+type process struct {
+	pid int
+	fd  int // -1 on kernels before 5.3, which lack pidfd_open
+}
+
+// openProcess returns a handle on pid. The caller must check afterwards
+// that pid still is the process it means (the runtime still reports it).
+// An error wrapping unix.ESRCH means the process is gone.
+func openProcess(pid int) (*process, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ENOSYS) {
+		if err := unix.Kill(pid, 0); err != nil {
+			return nil, fmt.Errorf("process %d: %w", pid, err)
+		}
+		return &process{pid: pid, fd: -1}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	return &process{pid: pid, fd: fd}, nil
+}
+
+// exited reports whether the process has terminated. With a pidfd a
+// zombie counts; without, only a reaped process does.
+func (p *process) exited() bool {
+	if p.fd < 0 {
+		return errors.Is(unix.Kill(p.pid, 0), unix.ESRCH)
+	}
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+func (p *process) close() {
+	if p.fd >= 0 {
+		_ = unix.Close(p.fd)
+	}
+}

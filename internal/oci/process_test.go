@@ -1,0 +1,100 @@
+package oci
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCmdlineHasCID(t *testing.T) {
+	cmdline := func(args ...string) []byte { return []byte(strings.Join(args, "\x00") + "\x00") }
+	for _, tc := range []struct {
+		name    string
+		cmdline []byte
+		id      string
+		want    bool
+	}{
+		{name: "long flag", cmdline: cmdline("/usr/bin/conmon", "--api-version", "1", "--cid", "abc", "--cuuid", "abc"), id: "abc", want: true},
+		{name: "short flag", cmdline: cmdline("/usr/bin/conmon", "-b", "/b", "-c", "abc"), id: "abc", want: true},
+		{name: "other container", cmdline: cmdline("/usr/bin/conmon", "--cid", "abcd"), id: "abc"},
+		{name: "id elsewhere", cmdline: cmdline("/usr/bin/conmon", "--name", "abc", "--cid", "x"), id: "abc"},
+		{name: "flag last", cmdline: cmdline("/usr/bin/conmon", "--cid"), id: "abc"},
+		{name: "zombie", cmdline: nil, id: "abc"},
+	} {
+		if got := cmdlineHasCID(tc.cmdline, tc.id); got != tc.want {
+			t.Errorf("%s: cmdlineHasCID = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestWaitUntil(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now()
+	n := 0
+	if !waitUntil(ctx, time.Second, func() bool { n++; return n >= 3 }) {
+		t.Fatal("waitUntil gave up on a condition that became true")
+	}
+	if waitUntil(ctx, 30*time.Millisecond, func() bool { return false }) {
+		t.Fatal("waitUntil reported a false condition as true")
+	}
+	if waitUntil(ctx, 0, func() bool { return false }) {
+		t.Fatal("waitUntil with no time reported true")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if waitUntil(cancelled, time.Hour, func() bool { return false }) {
+		t.Fatal("waitUntil on a cancelled context reported true")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestProcessExited(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep: %v", err)
+	}
+	p, err := openProcess(cmd.Process.Pid)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Skipf("pidfd_open: %v", err)
+	}
+	defer p.close()
+	if p.exited() {
+		t.Fatal("running process reported exited")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped yet: a zombie counts as exited.
+	if !waitUntil(context.Background(), 5*time.Second, p.exited) {
+		t.Fatal("killed process not reported exited")
+	}
+	cmd.Wait()
+}
+
+func TestMonitorPIDOfSelfIsNotConmon(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, conmonPidFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The test binary's command line has no --cid: a recycled pid must not
+	// be taken for conmon.
+	if pid := monitorPID(dir, "c1"); pid != 0 {
+		t.Errorf("monitorPID = %d, want 0", pid)
+	}
+	if pid := monitorPID("", "c1"); pid != 0 {
+		t.Errorf("monitorPID without bundle = %d", pid)
+	}
+	if !slices.Contains(bundleLeftovers, conmonPidFile) {
+		t.Error("conmon.pid is not cleaned up")
+	}
+}
