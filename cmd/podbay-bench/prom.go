@@ -136,9 +136,7 @@ func parseLabels(in string, labels map[string]string) (string, error) {
 		}
 		labels[name] = val.String()
 		in = strings.TrimLeft(in, " \t")
-		if strings.HasPrefix(in, ",") {
-			in = in[1:]
-		}
+		in = strings.TrimPrefix(in, ",")
 	}
 }
 
