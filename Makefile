@@ -4,7 +4,10 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOTOOLCHAIN ?= auto
 
 BIN     ?= bin
-GOFLAGS ?=
+# Keep the cgo-only backends of containers/image and containers/storage
+# (gpgme, btrfs, devicemapper) out of the build: no extra C libraries.
+BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
+export GOFLAGS := -tags=$(BUILDTAGS)
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
 .PHONY: all build deps run test unit integration lint bench install clean
@@ -15,9 +18,9 @@ deps:
 	./hack/install-deps.sh
 
 build:
-	go build $(GOFLAGS) -o $(BIN)/podbayd ./cmd/podbayd
-	go build $(GOFLAGS) -o $(BIN)/podbay ./cmd/podbay
-	CGO_ENABLED=0 go build $(GOFLAGS) -ldflags '-s -w' -o $(BIN)/podbay-pause ./cmd/podbay-pause
+	go build -o $(BIN)/podbayd ./cmd/podbayd
+	go build -o $(BIN)/podbay ./cmd/podbay
+	CGO_ENABLED=0 go build -ldflags '-s -w' -o $(BIN)/podbay-pause ./cmd/podbay-pause
 
 # Installs what is missing, builds, and runs podbayd in the foreground with
 # the default configuration (/etc/podbay/podbay.toml if present).
