@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/podbay/podbay/internal/testimage"
+)
+
+func needBusybox(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(testimage.DefaultBusybox); err != nil {
+		t.Skipf("no %s (install busybox-static): %v", testimage.DefaultBusybox, err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that run and the test can share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// wantRefs is how many references the default set serves.
+func wantRefs() int {
+	n := 0
+	for _, s := range testimage.DefaultImages(testimage.DefaultOptions{}) {
+		n += len(s.Tags)
+	}
+	return n
+}
+
+func TestList(t *testing.T) {
+	needBusybox(t)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--list", "--listen", "127.0.0.1:5000", "--prefix", "ci"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != wantRefs() {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), wantRefs(), out.String())
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 2 || !strings.HasPrefix(f[0], "127.0.0.1:5000/ci/") || !strings.HasPrefix(f[1], "sha256:") {
+			t.Errorf("line %q", l)
+		}
+	}
+	if !strings.Contains(out.String(), "127.0.0.1:5000/ci/busybox:latest sha256:") {
+		t.Errorf("no busybox:latest in\n%s", out.String())
+	}
+}
+
+func TestServe(t *testing.T) {
+	needBusybox(t)
+	var listed bytes.Buffer
+	if err := run(context.Background(), []string{"--list", "--listen", "ADDR"}, &listed, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--username", "u", "--password", "p"}, &stdout, &stderr)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "serving") {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving after 30s:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != wantRefs() {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), wantRefs(), stdout.String())
+	}
+	// The digests served are those --list predicts.
+	addr := strings.SplitN(lines[0], "/", 2)[0]
+	if got, want := strings.ReplaceAll(stdout.String(), addr, "ADDR"), listed.String(); got != want {
+		t.Errorf("served\n%s\nlisted\n%s", got, want)
+	}
+
+	ref, digest, _ := strings.Cut(lines[0], " ")
+	repo, tag, _ := strings.Cut(strings.TrimPrefix(ref, addr+"/"), ":")
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v2/"+repo+"/manifests/"+tag, nil)
+	req.SetBasicAuth("u", "p")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Docker-Content-Digest") != digest {
+		t.Errorf("GET %s: %s, digest %s, want %s", ref, resp.Status, resp.Header.Get("Docker-Content-Digest"), digest)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for name, args := range map[string][]string{
+		"unknown flag":          {"--nope"},
+		"argument":              {"extra"},
+		"password without user": {"--password", "x"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
+				t.Fatal("run accepted the flags")
+			}
+		})
+	}
+	if err := run(context.Background(), []string{"-h"}, io.Discard, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	if err := run(context.Background(), []string{"--busybox", "/nonexistent", "--listen", "127.0.0.1:0"}, io.Discard, io.Discard); err == nil {
+		t.Error("missing busybox: no error")
+	}
+}
