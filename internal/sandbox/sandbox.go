@@ -88,6 +88,9 @@ type Record struct {
 	// NetworkStopped is set once Stop has torn down the network and unmounted
 	// the namespace.
 	NetworkStopped bool `json:"networkStopped,omitempty"`
+	// Stopping is set, with the state NOTREADY, before Stop tears anything
+	// down, so a restart finishes a Stop a crash interrupted.
+	Stopping bool `json:"stopping,omitempty"`
 	// Removing is set when RemovePodSandbox has begun, so a restart finishes it.
 	Removing bool `json:"removing,omitempty"`
 	// Config is the CRI PodSandboxConfig as protobuf JSON; the server owns
@@ -113,13 +116,11 @@ type Sandbox struct {
 	// parked is set when the RunPodSandbox that made this sandbox finished
 	// after its client had given up; the next identical request takes it.
 	parked bool // guarded by mu
-	// exited is closed when the sandbox container is seen to exit.
-	exited chan struct{}
 }
 
 // New returns a sandbox for rec.
 func New(rec Record) *Sandbox {
-	return &Sandbox{ID: rec.ID, rec: rec, exited: make(chan struct{})}
+	return &Sandbox{ID: rec.ID, rec: rec}
 }
 
 // Record returns a copy of the record. Maps are shared and must not be

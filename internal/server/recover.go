@@ -3,10 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/netns"
@@ -54,6 +54,17 @@ func (s *Server) Recover(ctx context.Context) error {
 			} else {
 				log.G(ctx).Info("undid sandbox caught half-way through creation")
 			}
+			continue
+		case rec.Stopping && !rec.Removing:
+			// A Stop interrupted by a crash: finish it (each step is
+			// idempotent), so released IPs are not reported as the pod's.
+			owned[rec.ID] = true
+			s.index.Add(rec.Name, sb)
+			sb.OpMu.Lock()
+			if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
+				log.G(ctx).Error("finish stop of sandbox", "err", err)
+			}
+			sb.OpMu.Unlock()
 			continue
 		case rec.Removing:
 			owned[rec.ID] = true
@@ -105,36 +116,70 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 	s.watchExit(sb, rt)
 }
 
-// undoCreating releases what a RunPodSandbox interrupted by a crash took.
-// Every step is idempotent, so it is safe whichever step the crash hit.
+// undoCreating releases what a RunPodSandbox interrupted by a crash (or a
+// failed rollback) took, in reverse order of acquisition, and stops at the
+// first step that fails, so that what a retry needs (the pinned namespace
+// for CNI DEL) is still there. Every step is idempotent.
 func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	var errs []error
 	if rec.ContainerCreated {
-		if rt, err := s.runtimeFor(rec.RuntimeHandler); err != nil {
-			errs = append(errs, err)
-		} else if err := rt.Delete(ctx, rec.ID); err != nil {
-			errs = append(errs, err)
+		rt, err := s.runtimeFor(rec.RuntimeHandler)
+		if err != nil {
+			return err
+		}
+		if err := rt.Delete(ctx, rec.ID); err != nil {
+			return fmt.Errorf("delete sandbox container: %w", err)
 		}
 	}
 	if rec.NetworkMode == sandbox.ModeCNI {
 		if rec.NetworkSetup {
 			if err := s.teardownNetwork(ctx, rec); err != nil {
-				errs = append(errs, err)
+				return err
 			}
 		}
 		if err := netns.Remove(rec.NetworkSettings.SandboxKey); err != nil {
-			errs = append(errs, err)
+			return err
 		}
 	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return fmt.Errorf("remove sandbox dir: %w", err)
 	}
 	return s.db.Delete(sandboxBucket, rec.ID)
+}
+
+// undoRetryInterval spaces the attempts to finish a failed rollback.
+const undoRetryInterval = 15 * time.Second
+
+// finishUndo retries undoCreating for the record of a sandbox whose
+// rollback failed, until it succeeds or the server stops (the next start
+// then picks the record up). The name is free meanwhile: the kubelet's
+// retry gets a new sandbox.
+func (s *Server) finishUndo(id string) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx := log.With(s.ctx, "pod", id)
+		t := time.NewTicker(undoRetryInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			}
+			var rec sandbox.Record
+			if _, err := s.db.Get(sandboxBucket, id, &rec); err != nil {
+				return // gone, or unreadable: recovery handles it
+			}
+			if err := s.undoCreating(ctx, rec); err != nil {
+				log.G(ctx).Warn("finishing rollback failed; will retry", "err", err)
+				continue
+			}
+			log.G(ctx).Info("finished rollback of failed sandbox")
+			return
+		}
+	}()
 }
 
 // collectGarbage releases podbay-owned resources that no record owns: network

@@ -138,12 +138,14 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 	if err := s.save(rec); err != nil {
 		return nil, err
 	}
-	defer rb.onError(ctx, &retErr, "delete sandbox record", func(ctx context.Context) error {
-		if rb.failed {
-			// Keep the record (state creating): the next start undoes
-			// what the failed steps still hold.
-			return fmt.Errorf("kept for recovery after a failed rollback step")
+	defer func() {
+		if retErr != nil && rb.failed {
+			// The record (state creating) names what is still held;
+			// finish the undo in the background, and at the next start.
+			s.finishUndo(id)
 		}
+	}()
+	defer rb.onError(ctx, &retErr, "delete sandbox record", func(ctx context.Context) error {
 		return s.db.Delete(sandboxBucket, id)
 	})
 	if err := s.hit(ctx, "run.record"); err != nil {

@@ -77,9 +77,8 @@ func sandboxStatus(rec sandbox.Record) *runtimeapi.PodSandboxStatus {
 			Ipc:     criNamespaceMode(rec.Namespaces.IPC),
 		}}},
 	}
-	// The kubelet keeps a pod's IPs until the sandbox is gone; after Stop
-	// released them they are no longer the pod's.
-	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped {
+	// After Stop began releasing them, the IPs are no longer the pod's.
+	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped && !rec.Stopping {
 		ips := rec.NetworkSettings.PodIPs()
 		if len(ips) > 0 {
 			st.Network.Ip = ips[0]

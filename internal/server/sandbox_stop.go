@@ -47,6 +47,19 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 	rec := sb.Record()
 	rt, rtErr := s.runtimeFor(rec.RuntimeHandler)
 
+	// Persisted before anything is torn down: the pod is going away, and a
+	// crash from here on leaves a record that recovery finishes stopping
+	// (rather than a READY pod whose IP CNI DEL already released).
+	if rec.State != sandbox.StateNotReady || !rec.Stopping {
+		rec = sb.Update(func(r *sandbox.Record) {
+			r.State = sandbox.StateNotReady
+			r.Stopping = true
+		})
+		if err := s.save(rec); err != nil {
+			return err
+		}
+	}
+
 	// The pod's containers are stopped here once containers exist.
 
 	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped {
@@ -87,8 +100,8 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 			timer.Phase("runtime_stop")
 		}
 	}
-	if rec.State != sandbox.StateNotReady {
-		rec = sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateNotReady })
+	if rec.Stopping {
+		rec = sb.Update(func(r *sandbox.Record) { r.Stopping = false })
 		if err := s.save(rec); err != nil {
 			return err
 		}

@@ -1,0 +1,274 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+const (
+	netnsDir = "/var/run/netns"
+	// startTimeout bounds how long podbayd may take to serve after start.
+	startTimeout = 30 * time.Second
+	// exitTimeout bounds how long podbayd may take to exit after SIGTERM.
+	exitTimeout = 30 * time.Second
+)
+
+// envOptions changes how an env's daemon is configured.
+type envOptions struct {
+	// emptyCNIConfDir starts the daemon with no network configuration;
+	// writeCNIConfig adds it later.
+	emptyCNIConfDir bool
+	// runcNetworkOrder is the runc handler's network_order ("" = not set).
+	runcNetworkOrder string
+	// extraRuntimes adds handlers, name → network_order, that run the same
+	// failure-injecting wrapper as runc.
+	extraRuntimes map[string]string
+}
+
+// env is one podbayd with its own directories, CNI network, bridge, subnet,
+// cgroup parent and runtime wrapper, so that its leaks can be told apart
+// from anything else on the host.
+type env struct {
+	t    *testing.T
+	opts envOptions
+
+	dir         string // everything the env owns lives here
+	sock        string
+	rootDir     string
+	stateDir    string
+	configPath  string
+	logPath     string
+	confDir     string // CNI configuration
+	ipamDir     string // host-local dataDir
+	cacheDir    string // libcni cache
+	cniCtlDir   string // podbay-failcni controlDir
+	runtimePath string // copy of podbay-failruntime
+	podLogDir   string
+
+	netName     string
+	bridge      string
+	subnet      *net.IPNet
+	cgroupRoot  string // default_cgroup_parent, e.g. /pbt-abc123
+	metricsAddr string
+
+	// Host state before the env started: not this env's to report.
+	netnsBefore  map[string]bool
+	mountsBefore map[string]bool
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd     // guarded by mu
+	exited  chan struct{} // closed when cmd has been waited for; guarded by mu
+	conn    *grpc.ClientConn
+	rt      runtimeapi.RuntimeServiceClient
+	img     runtimeapi.ImageServiceClient
+	seenIDs map[string]bool // sandbox IDs this env has been told about; guarded by mu
+}
+
+// newEnv prepares an env; the daemon is started with env.start. Cleanup stops
+// the daemon, fails the test on any leak, and removes what the env made.
+func newEnv(t *testing.T, opts envOptions) *env {
+	t.Helper()
+	requireRoot(t)
+	dir, err := os.MkdirTemp("", "pb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := randString(6)
+	e := &env{
+		t:           t,
+		opts:        opts,
+		dir:         dir,
+		sock:        filepath.Join(dir, "pb.sock"),
+		rootDir:     filepath.Join(dir, "root"),
+		stateDir:    filepath.Join(dir, "state"),
+		configPath:  filepath.Join(dir, "podbayd.toml"),
+		logPath:     filepath.Join(dir, "podbayd.log"),
+		confDir:     filepath.Join(dir, "net.d"),
+		ipamDir:     filepath.Join(dir, "ipam"),
+		cacheDir:    filepath.Join(dir, "cnicache"),
+		cniCtlDir:   filepath.Join(dir, "cnictl"),
+		runtimePath: filepath.Join(dir, "runtime", "failruntime"),
+		podLogDir:   filepath.Join(dir, "podlogs"),
+		netName:     "pbt-" + suffix,
+		bridge:      "pbt" + suffix,
+		cgroupRoot:  "/pbt-" + suffix,
+		seenIDs:     map[string]bool{},
+	}
+	if len(e.sock) >= 100 {
+		t.Fatalf("socket path %q too long", e.sock)
+	}
+	e.netnsBefore = netnsEntries(t)
+	e.mountsBefore = map[string]bool{}
+	for _, m := range mountPoints(t) {
+		e.mountsBefore[m] = true
+	}
+	t.Cleanup(e.cleanup)
+
+	for _, d := range []string{e.rootDir, e.stateDir, e.confDir, e.ipamDir, e.cacheDir, e.cniCtlDir, filepath.Dir(e.runtimePath), e.podLogDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyFile(bin("podbay-failruntime"), e.runtimePath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.subnet = pickSubnet(t)
+	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if !opts.emptyCNIConfDir {
+		e.writeCNIConfig()
+	}
+	if err := os.WriteFile(e.configPath, []byte(e.daemonConfig()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) daemonConfig() string {
+	conmon, err := exec.LookPath("conmon")
+	if err != nil {
+		conmon = "/usr/bin/conmon"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen = %q\n", e.sock)
+	fmt.Fprintf(&b, "root = %q\n", e.rootDir)
+	fmt.Fprintf(&b, "state = %q\n", e.stateDir)
+	fmt.Fprintf(&b, "log_level = \"debug\"\n")
+	fmt.Fprintf(&b, "metrics_address = %q\n", e.metricsAddr)
+	fmt.Fprintf(&b, "conmon = %q\n", conmon)
+	fmt.Fprintf(&b, "pause_binary = %q\n", bin("podbay-pause"))
+	fmt.Fprintf(&b, "default_runtime = \"runc\"\n")
+	fmt.Fprintf(&b, "default_cgroup_parent = %q\n", e.cgroupRoot)
+	fmt.Fprintf(&b, "\n[network]\n")
+	fmt.Fprintf(&b, "conf_dir = %q\n", e.confDir)
+	fmt.Fprintf(&b, "plugin_dirs = [\"/usr/lib/cni\", %q]\n", binDir)
+	fmt.Fprintf(&b, "cache_dir = %q\n", e.cacheDir)
+	fmt.Fprintf(&b, "write_default_config = false\n")
+	runtimes := map[string]string{"runc": e.opts.runcNetworkOrder}
+	for name, order := range e.opts.extraRuntimes {
+		runtimes[name] = order
+	}
+	for _, name := range sortedKeys(runtimes) {
+		fmt.Fprintf(&b, "\n[runtimes.%s]\npath = %q\n", name, e.runtimePath)
+		if order := runtimes[name]; order != "" {
+			fmt.Fprintf(&b, "network_order = %q\n", order)
+		}
+	}
+	return b.String()
+}
+
+// cniConfig is the env's conflist: bridge + host-local, portmap, and
+// podbay-failcni last.
+func (e *env) cniConfig() []byte {
+	conf := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       e.netName,
+		"plugins": []any{
+			map[string]any{
+				"type":      "bridge",
+				"bridge":    e.bridge,
+				"isGateway": true,
+				"ipMasq":    true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"dataDir": e.ipamDir,
+					"ranges":  [][]map[string]string{{{"subnet": e.subnet.String()}}},
+					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+				},
+			},
+			map[string]any{
+				"type":         "portmap",
+				"capabilities": map[string]bool{"portMappings": true},
+				"snat":         true,
+			},
+			map[string]any{
+				"type":       "podbay-failcni",
+				"controlDir": e.cniCtlDir,
+			},
+		},
+	}
+	b, err := json.MarshalIndent(conf, "", "  ")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+// writeCNIConfig drops the conflist into the conf dir atomically, as an
+// operator's configuration management would.
+func (e *env) writeCNIConfig() {
+	e.t.Helper()
+	tmp := filepath.Join(e.dir, "10-podbay-test.conflist.tmp")
+	if err := os.WriteFile(tmp, e.cniConfig(), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, e.conflistPath()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) conflistPath() string { return filepath.Join(e.confDir, "10-podbay-test.conflist") }
+
+// cleanup runs at the end of the test: remove what a failed test left, stop
+// the daemon, report leaks as test failures, then clear them so that the
+// next test starts clean.
+func (e *env) cleanup() {
+	t := e.t
+	if t.Failed() && e.running() {
+		e.removeAllPods()
+	}
+	if err := e.terminate(); err != nil {
+		t.Error(err)
+	}
+	leaks := settle(settleTime, func() []leak { return e.findLeaks(nil) })
+	for _, l := range leaks {
+		t.Errorf("leak at the end of the test: %s", l)
+	}
+	e.forceClean(leaks)
+	e.checkDaemonLog(t)
+	if t.Failed() {
+		t.Logf("podbayd log (%s), last lines:\n%s", e.logPath, e.logTail(150))
+		t.Logf("podbay-failcni calls:\n%s", fileTail(filepath.Join(e.cniCtlDir, "calls.log"), 40))
+	}
+	if os.Getenv("PODBAY_ITEST_KEEP") == "1" {
+		t.Logf("keeping %s", e.dir)
+		return
+	}
+	if under := mountsUnder(t, e.dir); len(under) > 0 {
+		t.Errorf("not removing %s: still mounted: %v", e.dir, under)
+		return
+	}
+	if err := os.RemoveAll(e.dir); err != nil {
+		t.Errorf("remove env dir: %v", err)
+	}
+}
+
+// removeAllPods is the best-effort cleanup of a failed test.
+func (e *env) removeAllPods() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := e.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		e.t.Logf("cleanup: list pods: %v", err)
+		return
+	}
+	for _, p := range resp.Items {
+		if _, err := e.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			e.t.Logf("cleanup: stop %s: %v", p.Id, err)
+		}
+		if _, err := e.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			e.t.Logf("cleanup: remove %s: %v", p.Id, err)
+		}
+	}
+}

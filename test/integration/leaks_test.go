@@ -1,0 +1,601 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A leak is a host resource that this env made and nobody owns any more.
+type leak struct {
+	kind string // netns, mount, veth, ipam, process, iptables, cgroup, cni-cache
+	what string // human-readable
+	path string // netns/mount/cgroup path, veth name
+	pid  int
+	// iptables
+	table, rule string
+}
+
+func (l leak) String() string { return l.kind + ": " + l.what }
+
+var hexID = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// settleTime is how long a resource may outlive the operation that
+// released it: the kernel destroys an unreferenced network namespace (and
+// the veth in it) asynchronously, and conmon exits shortly after its
+// container. Anything still there after it is a leak.
+const settleTime = 3 * time.Second
+
+// assertNoLeaks fails the test if the env left anything on the host. It is
+// meant for moments when the env has no pods: with the daemon running (only
+// its own process is exempt) or stopped.
+func (e *env) assertNoLeaks(t *testing.T) {
+	t.Helper()
+	e.eventuallyNoLeaks(t, settleTime)
+}
+
+// assertNoLeaksExcept is assertNoLeaks for an env whose pods keep are alive:
+// their resources are expected.
+func (e *env) assertNoLeaksExcept(t *testing.T, keep ...string) {
+	t.Helper()
+	e.eventuallyNoLeaks(t, settleTime, keep...)
+}
+
+// eventuallyNoLeaks polls until nothing leaks (except keep), for cleanup
+// the daemon does in the background, e.g. garbage collection after restart.
+func (e *env) eventuallyNoLeaks(t *testing.T, timeout time.Duration, keep ...string) {
+	t.Helper()
+	requireSettled(t, timeout, func() []leak { return e.findLeaks(keepSet(keep)) })
+}
+
+// requireSettled polls check until it reports nothing, and fails the test
+// with what is left at the deadline.
+func requireSettled(t *testing.T, timeout time.Duration, check func() []leak) {
+	t.Helper()
+	for _, l := range settle(timeout, check) {
+		t.Errorf("leak (still there after %v): %s", timeout, l)
+	}
+}
+
+// settle polls check until it reports nothing or timeout passes, and
+// returns what it reported last.
+func settle(timeout time.Duration, check func() []leak) []leak {
+	deadline := time.Now().Add(timeout)
+	for {
+		leaks := check()
+		if len(leaks) == 0 || time.Now().After(deadline) {
+			return leaks
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func keepSet(ids []string) map[string]bool {
+	m := map[string]bool{}
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+func containsAny(s string, ids map[string]bool) bool {
+	for id := range ids {
+		if id != "" && strings.Contains(s, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// findLeaks lists what the env made and nobody owns: resources of sandboxes
+// not in keep. Host state from before the env, and other envs' resources,
+// are not reported.
+func (e *env) findLeaks(keep map[string]bool) []leak {
+	var leaks []leak
+	known := e.knownIDs()
+
+	// Network namespace files and their mounts.
+	realNetns := realNetnsDir()
+	mounts := mountPoints(e.t)
+	mounted := map[string]bool{}
+	for _, m := range mounts {
+		mounted[m] = true
+	}
+	for name := range netnsEntries(e.t) {
+		if !strings.HasPrefix(name, "podbay-") || e.netnsBefore[name] || keep[strings.TrimPrefix(name, "podbay-")] {
+			continue
+		}
+		p := filepath.Join(netnsDir, name)
+		state := "file"
+		if mounted[filepath.Join(realNetns, name)] {
+			state = "mounted namespace"
+		}
+		leaks = append(leaks, leak{kind: "netns", what: fmt.Sprintf("%s (%s)", p, state), path: p})
+	}
+	daemonUp := e.running()
+	for _, m := range mounts {
+		if e.mountsBefore[m] || containsAny(m, keep) {
+			continue
+		}
+		isNetns := strings.HasPrefix(m, realNetns+"/podbay-") || strings.HasPrefix(m, netnsDir+"/podbay-")
+		under := strings.HasPrefix(m, e.dir+"/")
+		// While the daemon runs it may hold mounts of its own; only mounts
+		// of some sandbox count then.
+		if isNetns || (under && (!daemonUp || hexID.MatchString(m))) {
+			leaks = append(leaks, leak{kind: "mount", what: m, path: m})
+		}
+	}
+
+	// Veths on the env's bridge: one per live pod with a mounted namespace.
+	allowed := 0
+	for id := range keep {
+		if mounted[filepath.Join(realNetns, "podbay-"+id)] {
+			allowed++
+		}
+	}
+	if veths := bridgePorts(e.bridge); len(veths) > allowed {
+		for _, v := range veths {
+			leaks = append(leaks, leak{kind: "veth", what: fmt.Sprintf("%s on bridge %s (%d ports, %d live pods with a network)", v, e.bridge, len(veths), allowed), path: v})
+		}
+	}
+
+	// host-local reservations: one file per IP, holding the container ID.
+	ipDir := filepath.Join(e.ipamDir, e.netName)
+	if entries, err := os.ReadDir(ipDir); err == nil {
+		for _, ent := range entries {
+			n := ent.Name()
+			if n == "lock" || strings.HasPrefix(n, "last_reserved_ip") {
+				continue
+			}
+			data, _ := os.ReadFile(filepath.Join(ipDir, n))
+			owner := ""
+			if fs := strings.Fields(string(data)); len(fs) > 0 {
+				owner = fs[0]
+			}
+			if keep[owner] {
+				continue
+			}
+			leaks = append(leaks, leak{kind: "ipam", what: fmt.Sprintf("IP %s reserved for %q", n, owner), path: filepath.Join(ipDir, n)})
+		}
+	}
+
+	// libcni's cached attachments.
+	if entries, err := os.ReadDir(filepath.Join(e.cacheDir, "results")); err == nil {
+		for _, ent := range entries {
+			if containsAny(ent.Name(), keep) {
+				continue
+			}
+			leaks = append(leaks, leak{kind: "cni-cache", what: "cached attachment " + ent.Name(), path: filepath.Join(e.cacheDir, "results", ent.Name())})
+		}
+	}
+
+	leaks = append(leaks, e.leakedProcesses(keep)...)
+	leaks = append(leaks, e.leakedRules(known, keep)...)
+	leaks = append(leaks, e.leakedCgroups(keep)...)
+	return leaks
+}
+
+// ipamOwners returns the container IDs that hold an IP in the env's
+// host-local store.
+func (e *env) ipamOwners() map[string]bool {
+	owners := map[string]bool{}
+	dir := filepath.Join(e.ipamDir, e.netName)
+	entries, _ := os.ReadDir(dir)
+	for _, ent := range entries {
+		if ent.Name() == "lock" || strings.HasPrefix(ent.Name(), "last_reserved_ip") {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, ent.Name()))
+		if fs := strings.Fields(string(data)); len(fs) > 0 {
+			owners[fs[0]] = true
+		}
+	}
+	return owners
+}
+
+// proc is what the leak checker reads about a process.
+type proc struct {
+	pid, ppid int
+	state     string
+	cmdline   string
+	cwd, exe  string
+	cgroups   string
+}
+
+func readProcs() map[int]*proc {
+	procs := map[int]*proc{}
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		base := filepath.Join("/proc", ent.Name())
+		stat, err := os.ReadFile(filepath.Join(base, "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		rest := string(stat)
+		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		fs := strings.Fields(rest)
+		if len(fs) < 2 {
+			continue
+		}
+		p := &proc{pid: pid, state: fs[0]}
+		p.ppid, _ = strconv.Atoi(fs[1])
+		cmd, _ := os.ReadFile(filepath.Join(base, "cmdline"))
+		p.cmdline = strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
+		p.cwd, _ = os.Readlink(filepath.Join(base, "cwd"))
+		p.exe, _ = os.Readlink(filepath.Join(base, "exe"))
+		cg, _ := os.ReadFile(filepath.Join(base, "cgroup"))
+		p.cgroups = string(cg)
+		procs[pid] = p
+	}
+	return procs
+}
+
+// processKeeper classifies processes: kept (they belong to a live sandbox)
+// or leaked (they belong to this env).
+type processKeeper struct {
+	e            *env
+	procs        map[int]*proc
+	self, daemon int
+	keep         map[string]bool
+}
+
+func (e *env) newProcessKeeper(keep map[string]bool) *processKeeper {
+	return &processKeeper{e: e, procs: readProcs(), self: os.Getpid(), daemon: e.daemonPid(), keep: keep}
+}
+
+// marked: the process's command line, working directory or binary is in
+// the env dir, or it is in the env's cgroup tree.
+func (k *processKeeper) marked(p *proc) bool {
+	dir := k.e.dir
+	if strings.Contains(p.cmdline, dir+"/") || p.cwd == dir || strings.HasPrefix(p.cwd, dir+"/") || strings.HasPrefix(p.exe, dir+"/") {
+		return true
+	}
+	for _, line := range strings.Split(p.cgroups, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && (parts[2] == k.e.cgroupRoot || strings.HasPrefix(parts[2], k.e.cgroupRoot+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// classify walks up from p: a pause process is recognised by its conmon
+// parent, whose command line names the sandbox.
+func (k *processKeeper) classify(p *proc) (leaked, kept bool) {
+	for q, depth := p, 0; q != nil && depth < 16; q, depth = k.procs[q.ppid], depth+1 {
+		if q.pid <= 1 || q.pid == k.self || q.pid == k.daemon {
+			break
+		}
+		if containsAny(q.cmdline, k.keep) || containsAny(q.cgroups, k.keep) {
+			return false, true
+		}
+		if k.marked(q) {
+			leaked = true
+		}
+	}
+	return leaked, false
+}
+
+// leakedProcesses finds conmon, runc and pause processes of this env that
+// belong to no kept sandbox. The daemon itself is exempt.
+func (e *env) leakedProcesses(keep map[string]bool) []leak {
+	k := e.newProcessKeeper(keep)
+	var leaks []leak
+	for _, p := range k.procs {
+		if p.pid == k.self || p.pid == k.daemon || p.state == "Z" {
+			continue
+		}
+		if leaked, _ := k.classify(p); leaked {
+			leaks = append(leaks, leak{kind: "process", what: fmt.Sprintf("pid %d ppid %d cwd %s: %s", p.pid, p.ppid, p.cwd, truncate(p.cmdline, 300)), pid: p.pid})
+		}
+	}
+	sort.Slice(leaks, func(i, j int) bool { return leaks[i].pid < leaks[j].pid })
+	return leaks
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// leakedRules finds iptables rules that name the env's network or one of
+// its sandboxes (the bridge and portmap plugins put both in a comment).
+func (e *env) leakedRules(known, keep map[string]bool) []leak {
+	var leaks []leak
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			continue
+		}
+		out, err := exec.Command(tool).Output()
+		if err != nil {
+			continue
+		}
+		table := ""
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "*") {
+				table = line[1:]
+				continue
+			}
+			if !strings.HasPrefix(line, "-A ") {
+				continue
+			}
+			if !strings.Contains(line, e.netName) && !containsAny(line, known) {
+				continue
+			}
+			if containsAny(line, keep) {
+				continue
+			}
+			leaks = append(leaks, leak{kind: "iptables", what: fmt.Sprintf("%s (table %s): %s", strings.TrimSuffix(tool, "-save"), table, line), table: table, rule: line, path: strings.TrimSuffix(tool, "-save")})
+		}
+	}
+	return leaks
+}
+
+// cgroupDirs returns the env's cgroup root in every mounted hierarchy.
+func (e *env) cgroupDirs() []string {
+	var dirs []string
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, ent := range entries {
+		p := filepath.Join("/sys/fs/cgroup", ent.Name(), e.cgroupRoot)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+	}
+	return dirs
+}
+
+// leakedCgroups finds cgroups under the env's cgroup parent that still
+// hold processes or are named for a sandbox or container.
+func (e *env) leakedCgroups(keep map[string]bool) []leak {
+	var leaks []leak
+	k := e.newProcessKeeper(keep)
+	for _, root := range e.cgroupDirs() {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error { //nolint:errcheck // best effort walk
+			if err != nil || !d.IsDir() || p == root {
+				return nil
+			}
+			if containsAny(p, keep) {
+				return fs.SkipDir
+			}
+			data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			// A shared cgroup (conmon's, say) may hold kept sandboxes'
+			// processes.
+			var foreign []string
+			for _, f := range strings.Fields(string(data)) {
+				pid, _ := strconv.Atoi(f)
+				if q := k.procs[pid]; q != nil {
+					if _, kept := k.classify(q); kept {
+						continue
+					}
+				}
+				foreign = append(foreign, f)
+			}
+			switch {
+			case len(foreign) > 0:
+				leaks = append(leaks, leak{kind: "cgroup", what: fmt.Sprintf("%s holds processes %s", p, strings.Join(foreign, ",")), path: p})
+			case hexID.MatchString(filepath.Base(p)):
+				leaks = append(leaks, leak{kind: "cgroup", what: p + " left behind", path: p})
+			}
+			return nil
+		})
+	}
+	return leaks
+}
+
+// forceClean removes leaks, and everything else the env made on the host,
+// so that one failed test does not fail the next.
+func (e *env) forceClean(leaks []leak) {
+	for _, l := range leaks {
+		if l.kind == "process" {
+			syscall.Kill(l.pid, syscall.SIGKILL) //nolint:errcheck
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, l := range leaks {
+		if l.kind == "process" {
+			for pidAlive(l.pid) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	chains := map[string]map[string]bool{} // tool/table → chains
+	for _, l := range leaks {
+		switch l.kind {
+		case "mount":
+			syscall.Unmount(l.path, syscall.MNT_DETACH) //nolint:errcheck
+		case "netns":
+			syscall.Unmount(l.path, syscall.MNT_DETACH) //nolint:errcheck
+			os.Remove(l.path)
+		case "veth":
+			exec.Command("ip", "link", "del", l.path).Run() //nolint:errcheck
+		case "iptables":
+			rule := strings.TrimPrefix(l.rule, "-A ")
+			exec.Command("sh", "-c", fmt.Sprintf("%s -w -t %s -D %s", l.path, l.table, rule)).Run() //nolint:errcheck
+			if m := perPodChain.FindAllString(l.rule, -1); len(m) > 0 {
+				key := l.path + " " + l.table
+				if chains[key] == nil {
+					chains[key] = map[string]bool{}
+				}
+				for _, c := range m {
+					chains[key][strings.TrimSpace(c)] = true
+				}
+			}
+		}
+	}
+	for key, cs := range chains {
+		tool, table, _ := strings.Cut(key, " ")
+		for c := range cs {
+			exec.Command(tool, "-w", "-t", table, "-F", c).Run() //nolint:errcheck
+			exec.Command(tool, "-w", "-t", table, "-X", c).Run() //nolint:errcheck
+		}
+	}
+	// Every cgroup under the env's root, deepest first.
+	for _, root := range e.cgroupDirs() {
+		var dirs []string
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error { //nolint:errcheck
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			os.Remove(dirs[i])
+		}
+	}
+	for _, m := range mountsUnder(e.t, e.dir) {
+		syscall.Unmount(m, syscall.MNT_DETACH) //nolint:errcheck
+	}
+	exec.Command("ip", "link", "del", e.bridge).Run() //nolint:errcheck // absent unless CNI ran
+}
+
+// perPodChain matches the chains the bridge and portmap plugins make per
+// attachment (not the shared CNI-HOSTPORT-* ones).
+var perPodChain = regexp.MustCompile(`\bCNI-(DN-)?[0-9a-f]{12,}\b`)
+
+// netnsEntries lists /var/run/netns.
+func netnsEntries(t *testing.T) map[string]bool {
+	names := map[string]bool{}
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("read %s: %v", netnsDir, err)
+	}
+	for _, ent := range entries {
+		names[ent.Name()] = true
+	}
+	return names
+}
+
+// realNetnsDir is /var/run/netns with symlinks resolved (/run/netns on
+// Debian), the form mountinfo uses.
+func realNetnsDir() string {
+	if p, err := filepath.EvalSymlinks(netnsDir); err == nil {
+		return p
+	}
+	if p, err := filepath.EvalSymlinks(filepath.Dir(netnsDir)); err == nil {
+		return filepath.Join(p, filepath.Base(netnsDir))
+	}
+	return netnsDir
+}
+
+// mountPoints lists the mount points of the test's mount namespace. It
+// may run on a subtest's goroutine with the parent's t, so it does not stop
+// the test.
+func mountPoints(t *testing.T) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("mountinfo: %v", err)
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 4 {
+			out = append(out, unescapeMount(fs[4]))
+		}
+	}
+	return out
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// isMounted reports whether path is a mount point.
+func isMounted(t *testing.T, path string) bool {
+	real := path
+	if p, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		real = filepath.Join(p, filepath.Base(path))
+	}
+	for _, m := range mountPoints(t) {
+		if m == real || m == path {
+			return true
+		}
+	}
+	return false
+}
+
+// mountsUnder lists mount points below dir, deepest first.
+func mountsUnder(t *testing.T, dir string) []string {
+	var out []string
+	for _, m := range mountPoints(t) {
+		if strings.HasPrefix(m, dir+"/") {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// bridgePorts lists the interfaces attached to bridge.
+func bridgePorts(bridge string) []string {
+	out, err := exec.Command("ip", "-j", "link", "show", "master", bridge).Output()
+	if err != nil {
+		return nil // no such bridge
+	}
+	var links []struct {
+		IfName string `json:"ifname"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return nil
+	}
+	var names []string
+	for _, l := range links {
+		names = append(names, l.IfName)
+	}
+	return names
+}
+
+// pidAlive reports whether pid exists and is not a zombie.
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	rest := string(stat)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	fs := strings.Fields(rest)
+	return len(fs) > 0 && fs[0] != "Z" && fs[0] != "X"
+}

@@ -1,0 +1,95 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/test/internal/nsinfo"
+)
+
+// TestNetworkOrder proves, per pod, whether the network was set up before
+// the runtime was asked to create the sandbox container: the runtime wrapper
+// records what the sandbox's network namespace held at create.
+func TestNetworkOrder(t *testing.T) {
+	e := newEnv(t, envOptions{extraRuntimes: map[string]string{"runc-after": "after"}})
+	e.start("")
+
+	cases := []struct {
+		name    string
+		handler string
+		mods    []podMod
+		want    string
+	}{
+		{name: "default", want: "before"},
+		{name: "podbay-annotation-after", mods: []podMod{withAnnotation(podbayOrderAnnotation, "after")}, want: "after"},
+		{name: "handler-default-after", handler: "runc-after", want: "after"},
+		{name: "isulad-annotation-overrides-handler", handler: "runc-after", mods: []podMod{withAnnotation(isuladNetworkAnnotation, "true")}, want: "before"},
+		{name: "podbay-annotation-overrides-handler", handler: "runc-after", mods: []podMod{withAnnotation(podbayOrderAnnotation, "before")}, want: "before"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := e.runPod(t, e.podConfig("order-"+tc.name, tc.mods...), tc.handler)
+			key := netnsPath(id)
+			st, info := e.status(t, id)
+			if st.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+				t.Fatalf("state %v, want READY", st.State)
+			}
+			ip := e.requireIPInSubnet(t, podIP(st)).String()
+			if info.NetworkOrder != tc.want {
+				t.Errorf("networkOrder %q, want %q", info.NetworkOrder, tc.want)
+			}
+			wantHandler := tc.handler
+			if wantHandler == "" {
+				wantHandler = "runc"
+			}
+			if info.RuntimeHandler != wantHandler || st.RuntimeHandler != wantHandler {
+				t.Errorf("runtime handler %q (status %q), want %q", info.RuntimeHandler, st.RuntimeHandler, wantHandler)
+			}
+
+			rec := e.sandboxCreateRecord(t, id)
+			if rec.Error != "" {
+				t.Fatalf("runtime wrapper could not inspect the namespace at create: %s", rec.Error)
+			}
+			if rec.NetNSPath != key {
+				t.Fatalf("bundle's network namespace path at create %q, want the sandbox key %q", rec.NetNSPath, key)
+			}
+			eth0, hasEth0 := findIface(rec.Interfaces, "eth0")
+			switch tc.want {
+			case "before":
+				if !hasEth0 {
+					t.Errorf("order before: no eth0 in the sandbox namespace when the runtime created the container; interfaces: %s", ifaceNames(rec.Interfaces))
+				} else if !hasAddr(eth0, ip) {
+					t.Errorf("order before: eth0 had addresses %v at create, want the pod IP %s", eth0.Addrs, ip)
+				}
+			case "after":
+				if hasEth0 {
+					t.Errorf("order after: eth0 (%v) already existed when the runtime created the container", eth0.Addrs)
+				}
+				now, err := nsinfo.Interfaces(key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if eth0, ok := findIface(now, "eth0"); !ok || !hasAddr(eth0, ip) {
+					t.Errorf("order after: the ready pod's namespace has no eth0 with %s; interfaces: %s", ip, ifaceNames(now))
+				}
+			}
+			requirePing(t, ip)
+			e.stopPod(t, id)
+			e.removePod(t, id)
+		})
+	}
+	if pods := e.listPods(t, nil); len(pods) != 0 {
+		t.Errorf("pods left: %v", podIDs(pods))
+	}
+	e.assertNoLeaks(t)
+}
+
+func ifaceNames(ifaces []nsinfo.Interface) string {
+	var names []string
+	for _, i := range ifaces {
+		names = append(names, i.Name+"("+strings.Join(i.Addrs, ",")+")")
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}

@@ -1,0 +1,151 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestPodOptions checks that the pod's DNS, hostname, sysctls, namespace
+// modes and cgroup parent reach the pause process.
+func TestPodOptions(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.start("")
+
+	hostPortStart := strings.TrimSpace(readHostFile(t, "/proc/sys/net/ipv4/ip_unprivileged_port_start"))
+	podPortStart := "1000"
+	if hostPortStart == podPortStart {
+		podPortStart = "1001"
+	}
+	parent := e.cgroupRoot + "/custom"
+	a := e.runPod(t, e.podConfig("opts-a",
+		withDNS([]string{"10.0.0.10", "10.0.0.11"}, []string{"pbt.svc.cluster.local", "cluster.local"}, []string{"ndots:5", "timeout:2"}),
+		withHostname("pbt-host-a"),
+		withSysctls(map[string]string{
+			"net.ipv4.ip_unprivileged_port_start": podPortStart,
+			"kernel.shm_rmid_forced":              "1",
+		}),
+		withNamespaces(runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD),
+		withCgroupParent(parent),
+	), "")
+	b := e.runPod(t, e.podConfig("opts-b", withNamespaces(runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_NODE)), "")
+
+	_, infoA := e.status(t, a)
+	_, infoB := e.status(t, b)
+	pidA, pidB := infoA.Pid, infoB.Pid
+	if !pidAlive(pidA) || !pidAlive(pidB) {
+		t.Fatalf("pause pids %d, %d from verbose info are not running", pidA, pidB)
+	}
+
+	t.Run("dns", func(t *testing.T) {
+		resolv := readProcFile(t, pidA, "/etc/resolv.conf")
+		for _, want := range []string{"nameserver 10.0.0.10", "nameserver 10.0.0.11", "search pbt.svc.cluster.local cluster.local", "options ndots:5 timeout:2"} {
+			if !containsLine(resolv, want) {
+				t.Errorf("resolv.conf has no line %q:\n%s", want, resolv)
+			}
+		}
+	})
+	t.Run("hostname", func(t *testing.T) {
+		if got := strings.TrimSpace(readProcFile(t, pidA, "/etc/hostname")); got != "pbt-host-a" {
+			t.Errorf("/etc/hostname %q, want pbt-host-a", got)
+		}
+		out, err := runCmd("nsenter", "--target", fmt.Sprint(pidA), "--uts", "cat", "/proc/sys/kernel/hostname")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != "pbt-host-a" {
+			t.Errorf("UTS hostname %q, want pbt-host-a", out)
+		}
+	})
+	t.Run("sysctls", func(t *testing.T) {
+		// Network sysctls are read in the reader's network namespace.
+		out, err := runCmd("nsenter", "--net="+netnsPath(a), "cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != podPortStart {
+			t.Errorf("net.ipv4.ip_unprivileged_port_start in the pod = %s, want %s", out, podPortStart)
+		}
+		out, err = runCmd("nsenter", "--target", fmt.Sprint(pidA), "--ipc", "cat", "/proc/sys/kernel/shm_rmid_forced")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != "1" {
+			t.Errorf("kernel.shm_rmid_forced in the pod = %s, want 1", out)
+		}
+		if got := strings.TrimSpace(readHostFile(t, "/proc/sys/net/ipv4/ip_unprivileged_port_start")); got != hostPortStart {
+			t.Errorf("the pod's sysctl changed the host's value: %s, was %s", got, hostPortStart)
+		}
+	})
+	t.Run("namespaces", func(t *testing.T) {
+		self := func(kind string) uint64 { return nsInode(t, "/proc/self/ns/"+kind) }
+		of := func(pid int, kind string) uint64 { return nsInode(t, fmt.Sprintf("/proc/%d/ns/%s", pid, kind)) }
+		if of(pidA, "pid") == self("pid") {
+			t.Error("pod A (PID namespace POD) shares the host PID namespace")
+		}
+		if of(pidB, "pid") != self("pid") {
+			t.Error("pod B (PID namespace NODE) does not share the host PID namespace")
+		}
+		if of(pidA, "ipc") == self("ipc") {
+			t.Error("pod A (IPC namespace POD) shares the host IPC namespace")
+		}
+		if of(pidB, "ipc") != self("ipc") {
+			t.Error("pod B (IPC namespace NODE) does not share the host IPC namespace")
+		}
+		if of(pidA, "uts") == self("uts") {
+			t.Error("pod A shares the host UTS namespace")
+		}
+		if of(pidA, "net") != nsInode(t, netnsPath(a)) || of(pidB, "net") != nsInode(t, netnsPath(b)) {
+			t.Error("a pause process is not in its sandbox key's network namespace")
+		}
+	})
+	t.Run("cgroup", func(t *testing.T) {
+		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidA)); !cgroupUnder(cg, parent) {
+			t.Errorf("pod A is not under its cgroup parent %s:\n%s", parent, cg)
+		}
+		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidB)); !cgroupUnder(cg, e.cgroupRoot) {
+			t.Errorf("pod B is not under default_cgroup_parent %s:\n%s", e.cgroupRoot, cg)
+		}
+	})
+
+	e.stopAndRemove(t, a, b)
+	e.assertNoLeaks(t)
+}
+
+func readHostFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func containsLine(text, want string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Join(strings.Fields(line), " ") == want {
+			return true
+		}
+	}
+	return false
+}
+
+// cgroupUnder reports whether a /proc/PID/cgroup listing places the process
+// below parent in the memory, pids or cpu hierarchy.
+func cgroupUnder(listing, parent string) bool {
+	for _, line := range strings.Split(listing, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if strings.Contains(","+parts[1]+",", ",memory,") || strings.Contains(","+parts[1]+",", ",pids,") || strings.Contains(","+parts[1]+",", ",cpu,") {
+			if strings.HasPrefix(parts[2], parent+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestRestartRecovery kills podbayd with pods running, changes the host
+// behind its back, and checks what the restarted daemon makes of it.
+func TestRestartRecovery(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.start("")
+
+	cniPod := e.runPod(t, e.podConfig("survivor"), "")
+	hostPod := e.runPod(t, e.podConfig("survivor-host", withHostNetwork()), "")
+	victim := e.runPod(t, e.podConfig("victim"), "")
+	before := map[string]*runtimeapi.PodSandboxStatus{}
+	pids := map[string]int{}
+	for _, id := range []string{cniPod, hostPod, victim} {
+		st, info := e.status(t, id)
+		before[id], pids[id] = st, info.Pid
+	}
+
+	e.kill9()
+
+	// While the daemon is down: the victim's pause process dies, and
+	// podbay-named resources appear that no record owns.
+	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
+		t.Fatalf("kill victim's pause %d: %v", pids[victim], err)
+	}
+	waitGone(t, pids[victim], 10*time.Second)
+	orphanNetns := "podbay-" + randHex(32)
+	if _, err := runCmd("ip", "netns", "add", orphanNetns); err != nil {
+		t.Fatal(err)
+	}
+	orphanAttachment := e.orphanCNIAttachment(t)
+
+	e.restart("")
+
+	pods := e.listPods(t, nil)
+	if len(pods) != 3 {
+		t.Fatalf("after restart List has %v, want the 3 pods", podIDs(pods))
+	}
+	for _, id := range []string{cniPod, hostPod} {
+		st, info := e.status(t, id)
+		if st.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			t.Errorf("%s: state %v after restart, want READY", st.GetMetadata().GetName(), st.State)
+		}
+		if podIP(st) != podIP(before[id]) {
+			t.Errorf("%s: IP %q after restart, was %q", st.GetMetadata().GetName(), podIP(st), podIP(before[id]))
+		}
+		if info.Pid != pids[id] || !pidAlive(info.Pid) {
+			t.Errorf("%s: pause pid %d after restart (alive %v), was %d", st.GetMetadata().GetName(), info.Pid, pidAlive(info.Pid), pids[id])
+		}
+	}
+	requirePing(t, podIP(before[cniPod]))
+	if err := eventually(10*time.Second, func() error {
+		st, _ := e.status(t, victim)
+		if st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			return fmt.Errorf("victim: state %v after its pause process died, want NOTREADY", st.State)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+
+	// The orphans are collected; the three pods keep what they own.
+	e.eventuallyNoLeaks(t, 20*time.Second, cniPod, hostPod, victim)
+	if owners := e.ipamOwners(); owners[orphanAttachment] {
+		t.Errorf("the orphan CNI attachment %s still holds an IP", short(orphanAttachment))
+	}
+
+	e.stopAndRemove(t, cniPod, hostPod, victim)
+	e.assertNoLeaks(t)
+}
+
+// orphanCNIAttachment makes what a crash between CNI ADD and persisting the
+// record would leave: a podbay-named namespace attached to the env's network
+// through libcni, with the result in the daemon's CNI cache. It returns the
+// container ID.
+func (e *env) orphanCNIAttachment(t *testing.T) string {
+	t.Helper()
+	id := randHex(32)
+	e.noteIDs(id)
+	ns := "podbay-" + id
+	if _, err := runCmd("ip", "netns", "add", ns); err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(e.cniConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{"/usr/lib/cni", binDir}, e.cacheDir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cni.AddNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: id, NetNS: netnsPath(id), IfName: "eth0"}); err != nil {
+		t.Fatalf("CNI ADD of the orphan attachment: %v", err)
+	}
+	if !e.ipamOwners()[id] {
+		t.Fatalf("the orphan attachment holds no IP; the test cannot check its collection")
+	}
+	return id
+}
+
+// TestSIGTERMLeavesPodsRunning: a clean shutdown leaves pods running and the
+// next daemon manages them.
+func TestSIGTERMLeavesPodsRunning(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.start("")
+	id := e.runPod(t, e.podConfig("lasting"), "")
+	st, info := e.status(t, id)
+	ip := podIP(st)
+
+	e.stop()
+	if !pidAlive(info.Pid) {
+		t.Fatalf("pause process %d died with the daemon's clean shutdown", info.Pid)
+	}
+	if !isMounted(t, netnsPath(id)) {
+		t.Errorf("sandbox key unmounted by the daemon's clean shutdown")
+	}
+	requirePing(t, ip)
+
+	e.start("")
+	e.assertNoLeaksExcept(t, id)
+	st2, info2 := e.status(t, id)
+	if st2.State != runtimeapi.PodSandboxState_SANDBOX_READY || podIP(st2) != ip || info2.Pid != info.Pid {
+		t.Errorf("after restart: state %v ip %q pid %d, want READY %q %d", st2.State, podIP(st2), info2.Pid, ip, info.Pid)
+	}
+	e.stopAndRemove(t, id)
+	waitGone(t, info.Pid, 10*time.Second)
+	e.assertNoLeaks(t)
+}
