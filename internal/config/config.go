@@ -57,10 +57,13 @@ type Config struct {
 	// than the daemon's own: "auto" (when the daemon lacks CAP_SYS_RESOURCE),
 	// "true" or "false".
 	RestrictOOMScoreAdj string `toml:"restrict_oom_score_adj"`
+	// PauseImage is the image of every sandbox container. When it is the
+	// default and cannot be pulled, podbayd makes it from PauseBinary.
+	PauseImage string `toml:"pause_image"`
 	// Conmon is the path of the conmon binary.
 	Conmon string `toml:"conmon"`
-	// PauseBinary is the static pause program copied into the built-in
-	// pause root filesystem. Empty: podbay-pause beside podbayd, then PATH.
+	// PauseBinary is the static pause program the built-in pause image is
+	// made from. Empty: podbay-pause beside podbayd, then PATH.
 	PauseBinary string `toml:"pause_binary"`
 	// DefaultRuntime is the handler used when a pod names none.
 	DefaultRuntime string `toml:"default_runtime"`
@@ -69,7 +72,31 @@ type Config struct {
 	SandboxTimeout Duration `toml:"sandbox_timeout"`
 
 	Network  Network            `toml:"network"`
+	Image    Image              `toml:"image"`
 	Runtimes map[string]Runtime `toml:"runtimes"`
+}
+
+// DefaultPauseImage is the pause image podbayd can make itself.
+const DefaultPauseImage = "registry.k8s.io/pause:3.10"
+
+// Image configures the image store (containers/storage and
+// containers/image).
+type Image struct {
+	// StorageRoot and RunRoot are containers/storage's graph and run roots.
+	// Default <root>/storage and <state>/storage.
+	StorageRoot string `toml:"storage_root"`
+	RunRoot     string `toml:"run_root"`
+	// Driver is the storage driver: overlay (default) or vfs.
+	Driver        string   `toml:"driver"`
+	DriverOptions []string `toml:"driver_options"`
+	// RegistriesConf is the registries.conf with mirrors, insecure
+	// registries and short-name aliases; empty means containers/image's
+	// default (/etc/containers/registries.conf and registries.conf.d).
+	RegistriesConf    string `toml:"registries_conf"`
+	RegistriesConfDir string `toml:"registries_conf_dir"`
+	// SignaturePolicy is the policy.json; when the file is missing every
+	// image is accepted (and a warning logged).
+	SignaturePolicy string `toml:"signature_policy"`
 }
 
 // Network configures CNI.
@@ -110,6 +137,7 @@ func Default() *Config {
 		DefaultCgroupParent: "/podbay",
 		RestrictOOMScoreAdj: "auto",
 		Conmon:              "conmon",
+		PauseImage:          DefaultPauseImage,
 		DefaultRuntime:      "runc",
 		SandboxTimeout:      Duration(4 * 60e9),
 		Network: Network{
@@ -119,6 +147,10 @@ func Default() *Config {
 			DefaultName:   "podbay",
 			DefaultBridge: "podbay0",
 			DefaultSubnet: "10.88.0.0/16",
+		},
+		Image: Image{
+			Driver:          "overlay",
+			SignaturePolicy: "/etc/containers/policy.json",
 		},
 		Runtimes: map[string]Runtime{
 			"runc": {Path: "runc"},
@@ -198,6 +230,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Network.CacheDir == "" {
 		c.Network.CacheDir = filepath.Join(c.Root, "cni")
+	}
+	if c.Image.StorageRoot == "" {
+		c.Image.StorageRoot = filepath.Join(c.Root, "storage")
+	}
+	if c.Image.RunRoot == "" {
+		c.Image.RunRoot = filepath.Join(c.State, "storage")
+	}
+	switch c.Image.Driver {
+	case "overlay", "vfs":
+	default:
+		errs = append(errs, fmt.Errorf("image.driver %q: want overlay or vfs", c.Image.Driver))
+	}
+	if c.PauseImage == "" {
+		errs = append(errs, fmt.Errorf("pause_image must not be empty"))
 	}
 	if len(c.Runtimes) == 0 {
 		errs = append(errs, fmt.Errorf("no runtimes configured"))

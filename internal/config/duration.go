@@ -8,3 +8,6 @@ func parseDuration(s string) (int64, error) {
 }
 
 func formatDuration(d int64) string { return time.Duration(d).String() }
+
+// String formats the duration like time.Duration.
+func (d Duration) String() string { return formatDuration(int64(d)) }

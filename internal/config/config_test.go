@@ -1,0 +1,81 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestLoadDefaultsAndOverrides(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := Load(filepath.Join(dir, "missing.toml"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if cfg.Network.CacheDir != "/var/lib/podbay/cni" || cfg.Image.StorageRoot != "/var/lib/podbay/storage" {
+		t.Fatalf("derived dirs: %q %q", cfg.Network.CacheDir, cfg.Image.StorageRoot)
+	}
+	if cfg.Runtimes["runc"].NetworkOrder != OrderBefore || cfg.Runtimes["runc"].Root != "/run/podbay/runtimes/runc" {
+		t.Fatalf("runc defaults %+v", cfg.Runtimes["runc"])
+	}
+	if _, err := Load(filepath.Join(dir, "missing.toml"), false); err == nil {
+		t.Fatal("an explicitly named missing file loaded")
+	}
+
+	path := filepath.Join(dir, "podbay.toml")
+	os.WriteFile(path, []byte(`
+log_level = "debug"
+sandbox_timeout = "90s"
+[network]
+default_subnet = "10.5.0.0/16"
+[runtimes.vm]
+path = "/bin/true"
+network_order = "after"
+`), 0o644)
+	cfg, err = Load(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultRuntime = "vm"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LogLevel != "debug" || cfg.SandboxTimeout.String() != "1m30s" || cfg.Network.DefaultSubnet != "10.5.0.0/16" {
+		t.Fatalf("file values not applied: %+v", cfg)
+	}
+	if _, ok := cfg.Runtimes["runc"]; ok || cfg.Runtimes["vm"].NetworkOrder != OrderAfter {
+		t.Fatalf("a [runtimes] table must replace the built-in list: %+v", cfg.Runtimes)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	for name, body := range map[string]string{
+		"unknown key":  `lisen = "/x"`,
+		"bad toml":     `listen = `,
+		"bad duration": `sandbox_timeout = "soon"`,
+	} {
+		path := filepath.Join(t.TempDir(), "c.toml")
+		os.WriteFile(path, []byte(body), 0o644)
+		if _, err := Load(path, false); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+	}
+	for name, mod := range map[string]func(*Config){
+		"relative root":  func(c *Config) { c.Root = "var/lib" },
+		"bad level":      func(c *Config) { c.LogLevel = "loud" },
+		"systemd driver": func(c *Config) { c.CgroupDriver = "systemd" },
+		"bad order":      func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", NetworkOrder: "sideways"} },
+		"no default rt":  func(c *Config) { c.DefaultRuntime = "kata" },
+		"bad oom":        func(c *Config) { c.RestrictOOMScoreAdj = "maybe" },
+		"bad driver":     func(c *Config) { c.Image.Driver = "btrfs" },
+	} {
+		c := Default()
+		mod(c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: validated", name)
+		}
+	}
+}
