@@ -18,10 +18,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/failpoint"
+	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/network"
@@ -31,6 +33,11 @@ import (
 )
 
 func main() {
+	// containers/storage unpacks layers in a re-executed copy of this
+	// binary; in that child, this runs the unpacking and returns true.
+	if image.ReexecInit() {
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "podbayd:", err)
 		os.Exit(1)
@@ -49,6 +56,7 @@ func run() error {
 	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration dir (overrides network.conf_dir)")
 	cniPluginDirs := fs.String("cni-plugin-dirs", "", "comma-separated CNI plugin dirs (overrides network.plugin_dirs)")
 	pause := fs.String("pause-binary", "", "static pause program (overrides pause_binary)")
+	registriesConf := fs.String("registries-conf", "", "registries.conf (overrides image.registries_conf)")
 	version := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
 	if *version {
@@ -69,6 +77,7 @@ func run() error {
 		{*listen, &cfg.Listen}, {*root, &cfg.Root}, {*state, &cfg.State}, {*logLevel, &cfg.LogLevel},
 		{*logFormat, &cfg.LogFormat}, {*metricsAddr, &cfg.MetricsAddress},
 		{*cniConfDir, &cfg.Network.ConfDir}, {*pause, &cfg.PauseBinary},
+		{*registriesConf, &cfg.Image.RegistriesConf},
 	} {
 		if o.flag != "" {
 			*o.dst = o.flag
@@ -82,6 +91,11 @@ func run() error {
 	}
 	logger := newLogger(cfg)
 	slog.SetDefault(logger)
+	// containers/image and containers/storage log through logrus; keep
+	// their chatter (info-level platform notes) out unless debugging.
+	if cfg.LogLevel != "debug" {
+		logrus.SetLevel(logrus.WarnLevel)
+	}
 	ctx := log.WithLogger(context.Background(), logger)
 
 	fps, err := failpoint.Parse(os.Getenv(failpoint.EnvVar))
@@ -183,12 +197,24 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 
 	pauseBin, err := findPause(cfg.PauseBinary)
 	if err != nil {
-		return nil, err
+		// Only the default pause image needs it, and only offline.
+		log.G(ctx).Warn("no built-in pause program; the pause image must be pullable", "err", err)
 	}
-	rootfs, err := server.PreparePauseRootfs(cfg.Root, pauseBin)
+	images, err := image.New(ctx, image.Config{
+		StorageRoot:       cfg.Image.StorageRoot,
+		RunRoot:           cfg.Image.RunRoot,
+		Driver:            cfg.Image.Driver,
+		DriverOptions:     cfg.Image.DriverOptions,
+		RegistriesConf:    cfg.Image.RegistriesConf,
+		RegistriesConfDir: cfg.Image.RegistriesConfDir,
+		PolicyPath:        cfg.Image.SignaturePolicy,
+		PinnedImages:      []string{cfg.PauseImage},
+		Metrics:           d.metrics.Registry,
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open image store: %w", err)
 	}
+	d.closers = append(d.closers, images.Close)
 
 	minScore, err := minOOMScoreAdj(cfg.RestrictOOMScoreAdj)
 	if err != nil {
@@ -202,7 +228,8 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Unavailable:    unavailable,
 		Metrics:        d.metrics,
 		Failpoints:     fps,
-		PauseRootfs:    rootfs,
+		Images:         images,
+		PauseBinary:    pauseBin,
 		MinOOMScoreAdj: minScore,
 	})
 	if err != nil {
@@ -212,6 +239,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if err := srv.Recover(ctx); err != nil {
 		return nil, err
 	}
+	srv.WarmPauseImage()
 	return d, nil
 }
 

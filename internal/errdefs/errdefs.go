@@ -18,6 +18,7 @@ var (
 	ErrAlreadyExists      = errors.New("already exists")
 	ErrFailedPrecondition = errors.New("failed precondition")
 	ErrUnavailable        = errors.New("unavailable")
+	ErrPermissionDenied   = errors.New("permission denied")
 	ErrNotImplemented     = errors.New("not implemented")
 	// ErrInjected marks a failure produced by a configured failpoint.
 	ErrInjected = errors.New("injected failure")
@@ -42,6 +43,8 @@ func Code(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, ErrUnavailable):
 		return codes.Unavailable
+	case errors.Is(err, ErrPermissionDenied):
+		return codes.PermissionDenied
 	case errors.Is(err, ErrNotImplemented):
 		return codes.Unimplemented
 	case errors.Is(err, context.DeadlineExceeded):

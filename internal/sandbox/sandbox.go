@@ -73,6 +73,8 @@ type Record struct {
 	Namespaces     Namespaces        `json:"namespaces"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Annotations    map[string]string `json:"annotations,omitempty"`
+	// Image is the ID of the pause image the sandbox runs.
+	Image string `json:"image,omitempty"`
 	// Dir holds the bundle (config.json), resolv.conf, hostname and hosts.
 	Dir string `json:"dir"`
 	// Pid is the sandbox container's init process, 0 until created.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 )
@@ -175,4 +178,100 @@ func (f *fakeRuntime) Exited(id string) (oci.ExitStatus, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return oci.ExitStatus{Code: 137}, f.containers[id] == oci.StatusStopped, nil
+}
+
+// fakeImages is an offline image store: pulls fail, imports succeed, and
+// root filesystems are directories under a temp dir.
+type fakeImages struct {
+	mu       sync.Mutex
+	dir      string
+	images   map[string]*image.Image // by ref
+	rootfses map[string]string
+	imports  int
+}
+
+func newFakeImages(dir string) *fakeImages {
+	return &fakeImages{dir: dir, images: map[string]*image.Image{}, rootfses: map[string]string{}}
+}
+
+func (f *fakeImages) Pull(ctx context.Context, ref string, auth *image.Auth) (*image.Image, error) {
+	return nil, fmt.Errorf("pull %s: registry unreachable: %w", ref, errdefs.ErrUnavailable)
+}
+
+func (f *fakeImages) Status(ctx context.Context, ref string) (*image.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for r, img := range f.images {
+		if r == ref || img.ID == ref {
+			return img, nil
+		}
+	}
+	return nil, fmt.Errorf("image %s: %w", ref, errdefs.ErrNotFound)
+}
+
+func (f *fakeImages) List(ctx context.Context, filter string) ([]*image.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*image.Image
+	for _, img := range f.images {
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+func (f *fakeImages) Remove(ctx context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.images[ref]; !ok {
+		return fmt.Errorf("image %s: %w", ref, errdefs.ErrNotFound)
+	}
+	delete(f.images, ref)
+	return nil
+}
+
+func (f *fakeImages) FsInfo(ctx context.Context) (image.FsUsage, error) {
+	return image.FsUsage{Mountpoint: f.dir, UsedBytes: 1, InodesUsed: 1}, nil
+}
+
+func (f *fakeImages) ImportFromFiles(ctx context.Context, ref string, files []image.File, cfg image.ImageConfig) (*image.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.imports++
+	img := &image.Image{ID: "1111111111111111111111111111111111111111111111111111111111111111", RepoTags: []string{ref}, Config: cfg}
+	f.images[ref] = img
+	return img, nil
+}
+
+func (f *fakeImages) CreateRootfs(ctx context.Context, id, imageID string, opts image.RootfsOptions) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := filepath.Join(f.dir, id)
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return "", err
+	}
+	f.rootfses[id] = p
+	return p, nil
+}
+
+func (f *fakeImages) RemoveRootfs(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.rootfses, id)
+	return os.RemoveAll(filepath.Join(f.dir, id))
+}
+
+func (f *fakeImages) Rootfses(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id := range f.rootfses {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (f *fakeImages) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.rootfses)
 }

@@ -1,80 +1,76 @@
 package server
 
 import (
-	"bytes"
+	"context"
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
+	"time"
+
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/log"
 )
 
-// PreparePauseRootfs makes the read-only root filesystem every sandbox
-// container runs from: the static pause program at /pause and the mount
-// points the runtime and the sandbox's bind mounts need. It is rebuilt only
-// when the pause binary changed, and replaced atomically so running
-// sandboxes keep theirs.
-func PreparePauseRootfs(root, pauseBinary string) (string, error) {
-	want, err := os.ReadFile(pauseBinary)
+// pausePullTimeout bounds a pull of the pause image, so a node that cannot
+// reach its registry falls back to the built-in pause image in time.
+const pausePullTimeout = time.Minute
+
+// pauseImage returns the pause image, pulling it when absent. When the
+// default pause image can be neither found nor pulled (an offline node),
+// podbay makes it from its own static pause program, so pods still run.
+func (s *Server) pauseImage(ctx context.Context) (*image.Image, error) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	ref := s.cfg.PauseImage
+	img, err := s.images.Status(ctx, ref)
+	if err == nil {
+		return img, nil
+	}
+	if !errdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("look up pause image %s: %w", ref, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, pausePullTimeout)
+	img, pullErr := s.images.Pull(pctx, ref, nil)
+	cancel()
+	if pullErr == nil {
+		return img, nil
+	}
+	if ref != config.DefaultPauseImage || s.pauseBinary == "" {
+		return nil, fmt.Errorf("pull pause image %s: %w", ref, pullErr)
+	}
+	log.G(ctx).Warn("pause image cannot be pulled; making it from the built-in pause program", "image", ref, "err", pullErr)
+	img, err = s.images.ImportFromFiles(ctx, ref,
+		[]image.File{{Path: "/pause", Source: s.pauseBinary, Mode: 0o755}},
+		image.ImageConfig{Entrypoint: []string{"/pause"}})
 	if err != nil {
-		return "", fmt.Errorf("read pause binary: %w", err)
+		return nil, errors.Join(fmt.Errorf("make pause image %s: %w", ref, err), pullErr)
 	}
-	dir := filepath.Join(root, "pause")
-	rootfs := filepath.Join(dir, "rootfs")
-	if have, err := os.ReadFile(filepath.Join(rootfs, "pause")); err == nil && bytes.Equal(have, want) {
-		return rootfs, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create pause dir: %w", err)
-	}
-	tmp, err := os.MkdirTemp(dir, "rootfs-")
-	if err != nil {
-		return "", fmt.Errorf("create pause rootfs: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
-	}
-	for _, d := range []string{"proc", "dev", "sys", "etc", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
-			return "", err
-		}
-	}
-	for _, f := range []string{"etc/resolv.conf", "etc/hostname", "etc/hosts"} {
-		if err := os.WriteFile(filepath.Join(tmp, f), nil, 0o644); err != nil {
-			return "", err
-		}
-	}
-	if err := copyFile(pauseBinary, filepath.Join(tmp, "pause"), 0o755); err != nil {
-		return "", err
-	}
-	// A running sandbox holds the old rootfs by path; move it aside rather
-	// than deleting under it, and drop it once unused at the next change.
-	old := filepath.Join(dir, "rootfs.old")
-	_ = os.RemoveAll(old)
-	if _, err := os.Stat(rootfs); err == nil {
-		if err := os.Rename(rootfs, old); err != nil {
-			return "", fmt.Errorf("replace pause rootfs: %w", err)
-		}
-	}
-	if err := os.Rename(tmp, rootfs); err != nil {
-		return "", fmt.Errorf("install pause rootfs: %w", err)
-	}
-	return rootfs, nil
+	return img, nil
 }
 
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
+// WarmPauseImage makes sure the pause image is present, so the first pod
+// does not wait for it. Failures are logged; RunPodSandbox tries again.
+func (s *Server) WarmPauseImage() {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx := log.With(s.ctx, "image", s.cfg.PauseImage)
+		if img, err := s.pauseImage(ctx); err != nil {
+			if s.ctx.Err() == nil {
+				log.G(ctx).Error("prepare pause image", "err", err)
+			}
+		} else {
+			log.G(ctx).Info("pause image ready", "id", img.ID)
+		}
+	}()
+}
+
+// pauseArgs is the pause image's command.
+func pauseArgs(img *image.Image) []string {
+	args := append(append([]string(nil), img.Config.Entrypoint...), img.Config.Cmd...)
+	if len(args) == 0 {
+		return []string{"/pause"}
 	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return args
 }

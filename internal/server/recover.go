@@ -142,6 +142,9 @@ func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 			return err
 		}
 	}
+	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
+		return fmt.Errorf("remove sandbox root filesystem: %w", err)
+	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return fmt.Errorf("remove sandbox dir: %w", err)
 	}
@@ -184,7 +187,8 @@ func (s *Server) finishUndo(id string) {
 
 // collectGarbage releases podbay-owned resources that no record owns: network
 // namespaces named podbay-<id>, CNI attachments in podbay's private libcni
-// cache (which hold IPAM reservations and host rules), and sandbox dirs.
+// cache (which hold IPAM reservations and host rules), root filesystems in
+// podbay's storage, and sandbox dirs.
 func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
 	// CNI first: the bridge plugin finds what to release (its masquerade
 	// rules) through the namespace, which must still be mounted.
@@ -224,6 +228,21 @@ func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
 			log.G(ctx).Error("remove orphaned network namespace", "pod", id, "err", err)
 		} else {
 			log.G(ctx).Info("removed orphaned network namespace", "pod", id)
+		}
+	}
+
+	rootfses, err := s.images.Rootfses(ctx)
+	if err != nil {
+		log.G(ctx).Error("list root filesystems", "err", err)
+	}
+	for _, id := range rootfses {
+		if owned[id] {
+			continue
+		}
+		if err := s.images.RemoveRootfs(ctx, id); err != nil {
+			log.G(ctx).Error("remove orphaned root filesystem", "pod", id, "err", err)
+		} else {
+			log.G(ctx).Info("removed orphaned root filesystem", "pod", id)
 		}
 	}
 

@@ -58,6 +58,10 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 		}
 		timer.Phase("runtime_delete")
 	}
+	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
+		return fmt.Errorf("remove sandbox root filesystem: %w", err)
+	}
+	timer.Phase("rootfs")
 	if key := rec.NetworkSettings.SandboxKey; key != "" {
 		if err := netns.Remove(key); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
@@ -127,10 +128,17 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 	}
 	ctx = log.With(ctx, "pod", id)
 
+	pause, err := s.pauseImage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	timer.Phase("pause_image")
+
 	rec, err := s.newRecord(id, name, handler, cfg)
 	if err != nil {
 		return nil, err
 	}
+	rec.Image = pause.ID
 	sb := sandbox.New(rec)
 
 	// Persisted before the host is touched, so a crash at any later step
@@ -164,6 +172,16 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 	}
 	timer.Phase("prepare")
 
+	// Registered before the create, which may fail after making storage.
+	defer rb.onError(ctx, &retErr, "remove sandbox root filesystem", func(ctx context.Context) error {
+		return s.images.RemoveRootfs(ctx, id)
+	})
+	rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, image.RootfsOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox root filesystem: %w", err)
+	}
+	timer.Phase("rootfs")
+
 	key := rec.NetworkSettings.SandboxKey
 	if rec.NetworkMode == sandbox.ModeCNI {
 		// Registered before Pin: a Pin that failed after creating the file
@@ -195,7 +213,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 	defer rb.onError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
 		return rt.Delete(ctx, id)
 	})
-	if err := s.createSandboxContainer(ctx, sb, rt, cfg, files); err != nil {
+	if err := s.createSandboxContainer(ctx, sb, rt, cfg, files, rootfs, pauseArgs(pause)); err != nil {
 		return nil, err
 	}
 	timer.Phase("runtime_create")
@@ -260,9 +278,9 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
-func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles) error {
+func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
 	rec := sb.Record()
-	spec, err := s.sandboxSpec(rec, cfg, files)
+	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
 	if err != nil {
 		return err
 	}

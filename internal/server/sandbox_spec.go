@@ -12,7 +12,7 @@ import (
 
 // sandboxSpec translates the CRI sandbox config into specgen's plain
 // description and builds the pause container's OCI spec.
-func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles) (*specs.Spec, error) {
+func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (*specs.Spec, error) {
 	linux := cfg.GetLinux()
 	sc := linux.GetSecurityContext()
 	nsOpts := sc.GetNamespaceOptions()
@@ -26,8 +26,8 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		Namespace:      rec.Metadata.Namespace,
 		UID:            rec.Metadata.UID,
 		LogDir:         cfg.GetLogDirectory(),
-		RootfsPath:     s.pauseRootfs,
-		Args:           []string{"/pause"},
+		RootfsPath:     rootfs,
+		Args:           args,
 		Hostname:       files.HostnameValue,
 		NetNSPath:      rec.NetworkSettings.SandboxKey,
 		HostNetwork:    rec.NetworkMode == sandbox.ModeHost,

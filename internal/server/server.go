@@ -70,9 +70,10 @@ type Options struct {
 	Unavailable map[string]error
 	Metrics     *metrics.Metrics
 	Failpoints  *failpoint.Set
-	// PauseRootfs is the read-only root filesystem of sandbox containers,
-	// holding /pause.
-	PauseRootfs string
+	Images      ImageStore
+	// PauseBinary is the static pause program the default pause image is
+	// made from when it cannot be pulled.
+	PauseBinary string
 	// MinOOMScoreAdj, when set, is the lowest oom_score_adj a container may
 	// be given (the daemon's own score when it lacks CAP_SYS_RESOURCE).
 	MinOOMScoreAdj *int
@@ -89,9 +90,11 @@ type Server struct {
 	unavailable map[string]error
 	metrics     *metrics.Metrics
 	failpoints  *failpoint.Set
-	pauseRootfs string
+	images      ImageStore
+	pauseBinary string
 	minOOMScore *int
 	index       *sandbox.Index
+	pauseMu     sync.Mutex // serialises making the pause image
 
 	// ctx lives as long as the server; background work (exit watchers,
 	// parked sandboxes) stops with it.
@@ -104,8 +107,8 @@ type Server struct {
 
 // New returns a server. Call Recover before Serve.
 func New(opts Options) (*Server, error) {
-	if opts.Config == nil || opts.DB == nil || opts.Network == nil || len(opts.Runtimes) == 0 {
-		return nil, errors.New("server: config, database, network and at least one runtime are required")
+	if opts.Config == nil || opts.DB == nil || opts.Network == nil || opts.Images == nil || len(opts.Runtimes) == 0 {
+		return nil, errors.New("server: config, database, network, image store and at least one runtime are required")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -116,7 +119,8 @@ func New(opts Options) (*Server, error) {
 		unavailable: opts.Unavailable,
 		metrics:     opts.Metrics,
 		failpoints:  opts.Failpoints,
-		pauseRootfs: opts.PauseRootfs,
+		images:      opts.Images,
+		pauseBinary: opts.PauseBinary,
 		minOOMScore: opts.MinOOMScoreAdj,
 		index:       sandbox.NewIndex(),
 		ctx:         ctx,
@@ -124,7 +128,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
-	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{})
+	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images})
 	return s, nil
 }
 

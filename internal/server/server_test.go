@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,6 +24,7 @@ type testEnv struct {
 	srv *Server
 	net *fakeNetwork
 	rt  *fakeRuntime
+	img *fakeImages
 	cfg *config.Config
 	db  *store.DB
 }
@@ -48,7 +50,7 @@ func newTestEnv(t *testing.T, fps string) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{net: newFakeNetwork(), rt: newFakeRuntime(), cfg: cfg, db: db}
+	e := &testEnv{net: newFakeNetwork(), rt: newFakeRuntime(), img: newFakeImages(filepath.Join(dir, "rootfs")), cfg: cfg, db: db}
 	e.srv = e.newServer(t, set)
 	t.Cleanup(func() {
 		// Remove what the test left, through the server, so mounts go.
@@ -70,7 +72,8 @@ func (e *testEnv) newServer(t *testing.T, fps *failpoint.Set) *Server {
 		Config: e.cfg, DB: e.db, Network: e.net,
 		Runtimes:    map[string]Runtime{"runc": e.rt},
 		Failpoints:  fps,
-		PauseRootfs: "/nonexistent/rootfs",
+		Images:      e.img,
+		PauseBinary: "/nonexistent/podbay-pause",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +128,9 @@ func (e *testEnv) assertNothingHeld(t *testing.T) {
 	}
 	if n := e.rt.count(); n != 0 {
 		t.Errorf("%d runtime containers left", n)
+	}
+	if n := e.img.count(); n != 0 {
+		t.Errorf("%d root filesystems left", n)
 	}
 	if entries, _ := os.ReadDir(e.cfg.NetNSDir); len(entries) != 0 {
 		t.Errorf("netns dir holds %d entries", len(entries))
@@ -392,4 +398,29 @@ func TestStatusNetworkNotReady(t *testing.T) {
 			t.Fatalf("runtime not ready")
 		}
 	}
+}
+
+// An offline node makes the default pause image from the built-in pause
+// program, once; a non-default pause image that cannot be pulled fails the
+// pod with the pull's error.
+func TestPauseImageOffline(t *testing.T) {
+	e := newTestEnv(t, "")
+	for i := 0; i < 2; i++ {
+		id, err := e.run(t, podConfig(fmt.Sprint("p", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		call(e.srv, "RemovePodSandbox", e.srv.RemovePodSandbox, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	}
+	if e.img.imports != 1 {
+		t.Fatalf("built-in pause image made %d times, want 1", e.img.imports)
+	}
+
+	e2 := newTestEnv(t, "")
+	e2.cfg.PauseImage = "example.com/pause:1"
+	_, err := e2.run(t, podConfig("x"))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("unpullable custom pause image: %v, want Unavailable", err)
+	}
+	e2.assertNothingHeld(t)
 }

@@ -1,0 +1,19 @@
+package image
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary is containers/storage's chrooted unpacker too.
+	if ReexecInit() {
+		return
+	}
+	// Under -race, each unpacker child would otherwise sleep a second at
+	// exit (the race runtime's atexit_sleep_ms).
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	os.Exit(m.Run())
+}

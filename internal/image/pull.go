@@ -1,0 +1,282 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/containers/image/v5/copy"
+	"github.com/containers/image/v5/docker"
+	"github.com/containers/image/v5/docker/reference"
+	"github.com/containers/image/v5/pkg/sysregistriesv2"
+	"github.com/containers/image/v5/signature"
+	istorage "github.com/containers/image/v5/storage"
+	"github.com/containers/image/v5/types"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+)
+
+// progressInterval is how often containers/image reports a blob's progress.
+const progressInterval = time.Second
+
+// pullCall is one pull shared by every caller asking for the same
+// reference with the same credentials.
+type pullCall struct {
+	done   chan struct{}
+	img    *Image // set before done is closed
+	err    error  // set before done is closed
+	cancel context.CancelFunc
+
+	waiters int // guarded by Store.mu
+}
+
+// Pull pulls ref into storage and returns the image. "busybox" is
+// docker.io/library/busybox:latest (or, with a registries.conf short-name
+// mode, the first of its candidates that pulls); a multi-arch image yields
+// the current platform's image.
+//
+// Concurrent pulls of one reference with the same credentials share one
+// download. A caller that gives up (its ctx ends) stops waiting; the shared
+// pull is cancelled only when every caller has given up.
+//
+// Errors: a malformed reference is ErrInvalidArgument; an unknown
+// repository or manifest ErrNotFound; an unreachable or failing registry
+// ErrUnavailable; refused credentials ErrUnauthorized. A failed or
+// cancelled pull leaves no image, layer or download behind.
+func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (*Image, error) {
+	candidates, err := s.pullCandidates(ref)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(candidates))
+	for i, c := range candidates {
+		names[i] = c.String()
+	}
+	key := strings.Join(names, ",") + "\x00" + auth.key()
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("pull %s: image store closed: %w", ref, errdefs.ErrUnavailable)
+	}
+	call, ok := s.pulls[key]
+	if !ok {
+		// The shared pull keeps the first caller's log fields but not its
+		// cancellation.
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		call = &pullCall{done: make(chan struct{}), cancel: cancel}
+		s.pulls[key] = call
+		s.pullsDone.Add(1)
+		go func() {
+			defer s.pullsDone.Done()
+			img, err := s.pull(pctx, ref, candidates, auth)
+			cancel()
+			s.mu.Lock()
+			if s.pulls[key] == call {
+				delete(s.pulls, key)
+			}
+			call.img, call.err = img, err
+			s.mu.Unlock()
+			close(call.done)
+		}()
+	} else {
+		log.G(ctx).Debug("joining pull in progress", "ref", ref)
+	}
+	call.waiters++
+	s.mu.Unlock()
+
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return nil, call.err
+		}
+		return call.img.clone(), nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		call.waiters--
+		if call.waiters == 0 {
+			call.cancel()
+			// A new caller must start afresh, not join a cancelled pull.
+			if s.pulls[key] == call {
+				delete(s.pulls, key)
+			}
+		}
+		s.mu.Unlock()
+		return nil, fmt.Errorf("pull %s: %w", ref, ctx.Err())
+	}
+}
+
+// pull tries each candidate in turn.
+func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Named, auth *Auth) (img *Image, retErr error) {
+	start := time.Now()
+	s.layerWriters.RLock()
+	defer func() {
+		s.layerWriters.RUnlock()
+		if retErr != nil {
+			// A layer committed before the failure is not referenced by
+			// any image.
+			s.gcPending.Store(true)
+		}
+		s.collectOrphanLayers(ctx)
+	}()
+
+	sys, err := s.systemContext(auth)
+	if err != nil {
+		return nil, err
+	}
+	// Pick up registries.conf edits (a new mirror, an insecure registry)
+	// without a restart; parsing it is cheap next to a pull.
+	sysregistriesv2.InvalidateCache()
+	policy, err := s.policy.context(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	defer func() { _ = policy.Destroy() }()
+
+	var errs []error
+	for _, named := range candidates {
+		progress := &pullProgress{ref: named.String(), metrics: s.metrics}
+		img, err := s.copyFromRegistry(ctx, named, sys, policy, progress)
+		if err == nil {
+			s.metrics.observe(time.Since(start), nil)
+			log.G(ctx).Info("pulled image", "ref", named.String(), "id", img.ID, "size", img.Size,
+				"downloaded", progress.bytes, "blobs", progress.blobs, "reused", progress.skipped,
+				"duration", time.Since(start).Round(time.Millisecond))
+			return img, nil
+		}
+		log.G(ctx).Debug("pull candidate failed", "ref", named.String(), "err", err)
+		errs = append(errs, classifyPullError(named.String(), err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	err = pickPullError(errs)
+	s.metrics.observe(time.Since(start), err)
+	return nil, err
+}
+
+// pickPullError returns the error that says most: with several short-name
+// candidates, "unauthorized" or "unreachable" at one registry says more
+// than "not found" at another. The others are kept in the message only, so
+// that the class is the chosen one's.
+func pickPullError(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	primary := 0
+	for i, err := range errs {
+		if !errdefs.IsNotFound(err) {
+			primary = i
+			break
+		}
+	}
+	var others []string
+	for i, err := range errs {
+		if i != primary {
+			others = append(others, err.Error())
+		}
+	}
+	return fmt.Errorf("%w (other candidates: %s)", errs[primary], strings.Join(others, "; "))
+}
+
+// copyFromRegistry copies named from its registry (or a mirror) into
+// storage under that name.
+func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys *types.SystemContext,
+	policy *signature.PolicyContext, progress *pullProgress) (*Image, error) {
+	src, err := docker.NewReference(named)
+	if err != nil {
+		return nil, fmt.Errorf("reference %s: %v: %w", named, err, errdefs.ErrInvalidArgument)
+	}
+	dest, err := istorage.Transport.NewStoreReference(s.store, named, "")
+	if err != nil {
+		return nil, fmt.Errorf("storage reference %s: %w", named, err)
+	}
+	var resolved types.ImageReference
+	events := make(chan types.ProgressProperties)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		progress.consume(ctx, events)
+	}()
+	_, err = copy.Image(ctx, policy, dest, src, &copy.Options{
+		SourceCtx:               sys,
+		DestinationCtx:          sys,
+		ProgressInterval:        progressInterval,
+		Progress:                events,
+		ReportResolvedReference: &resolved,
+	})
+	close(events)
+	<-drained
+	if err != nil {
+		return nil, err
+	}
+	if resolved == nil {
+		return nil, fmt.Errorf("pull %s: storage reported no image", named)
+	}
+	_, stored, err := istorage.ResolveReference(resolved)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: find stored image: %w", named, err)
+	}
+	img, err := s.toImage(stored)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", named, err)
+	}
+	return img, nil
+}
+
+// pullProgress logs a pull's blobs at debug level and counts its bytes.
+type pullProgress struct {
+	ref     string
+	metrics *pullMetrics
+	bytes   uint64 // written only by consume, read after it returned
+	blobs   int    // downloaded
+	skipped int    // already present
+}
+
+func (p *pullProgress) consume(ctx context.Context, events <-chan types.ProgressProperties) {
+	logger := log.G(ctx)
+	for ev := range events {
+		switch ev.Event {
+		case types.ProgressEventNewArtifact:
+			logger.Debug("pulling blob", "ref", p.ref, "digest", ev.Artifact.Digest, "size", ev.Artifact.Size)
+		case types.ProgressEventRead:
+			p.add(ev.OffsetUpdate)
+			logger.Debug("pull progress", "ref", p.ref, "digest", ev.Artifact.Digest,
+				"bytes", ev.Offset, "size", ev.Artifact.Size)
+		case types.ProgressEventDone:
+			p.add(ev.OffsetUpdate)
+			p.blobs++
+			logger.Debug("pulled blob", "ref", p.ref, "digest", ev.Artifact.Digest, "bytes", ev.Offset)
+		case types.ProgressEventSkipped:
+			p.skipped++
+			logger.Debug("blob already present", "ref", p.ref, "digest", ev.Artifact.Digest)
+		}
+	}
+}
+
+func (p *pullProgress) add(n uint64) {
+	p.bytes += n
+	p.metrics.addBytes(n)
+}
+
+// clone returns a deep copy, so that callers sharing a pull do not share
+// slices and maps.
+func (img *Image) clone() *Image {
+	out := *img
+	out.RepoTags = append([]string(nil), img.RepoTags...)
+	out.RepoDigests = append([]string(nil), img.RepoDigests...)
+	if img.UID != nil {
+		uid := *img.UID
+		out.UID = &uid
+	}
+	out.Config = cloneConfig(img.Config)
+	if img.Annotations != nil {
+		out.Annotations = make(map[string]string, len(img.Annotations))
+		for k, v := range img.Annotations {
+			out.Annotations[k] = v
+		}
+	}
+	return &out
+}

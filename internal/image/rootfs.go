@@ -1,0 +1,183 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/containers/storage"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+)
+
+// cleanupTimeout bounds an undo that runs after the caller gave up.
+const cleanupTimeout = 30 * time.Second
+
+// RootfsOptions are the options of CreateRootfs.
+type RootfsOptions struct {
+	// MountLabel is the SELinux context of the mount; empty on hosts
+	// without SELinux.
+	MountLabel string
+}
+
+// CreateRootfs creates the root filesystem of container (or sandbox) id: a
+// containers/storage container named id, made from imageID (an ID, or any
+// reference Status accepts) with a writable overlay layer on top, and
+// mounts it. It returns the mountpoint.
+//
+// It is idempotent: for an id that already has a root filesystem from the
+// same image it returns the existing mountpoint, mounting it if needed; from
+// another image it is ErrAlreadyExists.
+func (s *Store) CreateRootfs(ctx context.Context, id, imageID string, opts RootfsOptions) (_ string, retErr error) {
+	if id == "" {
+		return "", fmt.Errorf("create rootfs: empty id: %w", errdefs.ErrInvalidArgument)
+	}
+	s.layerWriters.RLock()
+	defer func() {
+		s.layerWriters.RUnlock()
+		if retErr != nil {
+			s.gcPending.Store(true)
+		}
+		s.collectOrphanLayers(ctx)
+	}()
+
+	m, err := s.resolve(imageID)
+	if err != nil {
+		return "", fmt.Errorf("create rootfs %s: %w", id, err)
+	}
+	c, err := s.container(id)
+	if err != nil {
+		return "", err
+	}
+	if c == nil {
+		c, err = s.store.CreateContainer(id, []string{id}, m.img.ID, "", "", nil)
+		if errors.Is(err, storage.ErrDuplicateID) || errors.Is(err, storage.ErrDuplicateName) {
+			// A concurrent CreateRootfs for the same id won.
+			c, err = s.container(id)
+			if err == nil && c == nil {
+				err = fmt.Errorf("create rootfs %s: container vanished: %w", id, errdefs.ErrUnavailable)
+			}
+		} else if err == nil {
+			defer onError(ctx, &retErr, "delete rootfs container", func(context.Context) error {
+				return s.store.DeleteContainer(id)
+			})
+		}
+		if err != nil {
+			return "", fmt.Errorf("create rootfs %s: %w", id, err)
+		}
+	}
+	if c.ImageID != m.img.ID {
+		return "", fmt.Errorf("create rootfs %s: exists from image %s, not %s: %w",
+			id, c.ImageID, m.img.ID, errdefs.ErrAlreadyExists)
+	}
+	return s.mount(c, opts)
+}
+
+// container returns the c/storage container whose ID is id, or nil.
+// (c/storage's own lookup also accepts names and ID prefixes.)
+func (s *Store) container(id string) (*storage.Container, error) {
+	c, err := s.store.Container(id)
+	if errors.Is(err, storage.ErrContainerUnknown) || (err == nil && c.ID != id) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up rootfs %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// mount mounts c's root filesystem unless it already is, so that a repeated
+// CreateRootfs does not raise the mount count.
+func (s *Store) mount(c *storage.Container, opts RootfsOptions) (string, error) {
+	if n, err := s.store.Mounted(c.ID); err == nil && n > 0 {
+		if layer, err := s.store.Layer(c.LayerID); err == nil && layer.MountPoint != "" {
+			return layer.MountPoint, nil
+		}
+	}
+	mp, err := s.store.Mount(c.ID, opts.MountLabel)
+	if err != nil {
+		return "", fmt.Errorf("mount rootfs %s: %w", c.ID, err)
+	}
+	return mp, nil
+}
+
+// RemoveRootfs unmounts (forcibly) and deletes id's root filesystem. An
+// unknown id is not an error.
+func (s *Store) RemoveRootfs(ctx context.Context, id string) error {
+	c, err := s.container(id)
+	if err != nil || c == nil {
+		return err
+	}
+	if _, err := s.store.Unmount(c.ID, true); err != nil &&
+		!errors.Is(err, storage.ErrLayerNotMounted) && !errors.Is(err, storage.ErrContainerUnknown) {
+		return fmt.Errorf("unmount rootfs %s: %w", id, err)
+	}
+	if err := s.store.DeleteContainer(c.ID); err != nil && !errors.Is(err, storage.ErrContainerUnknown) {
+		return fmt.Errorf("delete rootfs %s: %w", id, err)
+	}
+	log.G(ctx).Debug("removed rootfs", "id", id)
+	return nil
+}
+
+// Rootfses lists the ids of the root filesystems storage holds, so that a
+// restarted daemon can remove those no record owns.
+func (s *Store) Rootfses(ctx context.Context) ([]string, error) {
+	containers, err := s.store.Containers()
+	if err != nil {
+		return nil, fmt.Errorf("list rootfses: %w", err)
+	}
+	ids := make([]string, 0, len(containers))
+	for _, c := range containers {
+		ids = append(ids, c.ID)
+	}
+	return ids, nil
+}
+
+// RootfsUsage returns the bytes and inodes of id's writable layer.
+func (s *Store) RootfsUsage(ctx context.Context, id string) (FsUsage, error) {
+	c, err := s.container(id)
+	if err != nil {
+		return FsUsage{}, err
+	}
+	if c == nil {
+		return FsUsage{}, fmt.Errorf("rootfs %s: %w", id, errdefs.ErrNotFound)
+	}
+	dir, err := s.upperDir(c.LayerID)
+	if err != nil {
+		return FsUsage{}, fmt.Errorf("rootfs %s: %w", id, err)
+	}
+	return diskUsage(dir)
+}
+
+// upperDir is the directory holding a container layer's own changes.
+func (s *Store) upperDir(layerID string) (string, error) {
+	driver, err := s.store.GraphDriver()
+	if err != nil {
+		return "", err
+	}
+	md, err := driver.Metadata(layerID)
+	if err != nil {
+		return "", err
+	}
+	if dir := md["UpperDir"]; dir != "" {
+		return dir, nil
+	}
+	// vfs keeps a full copy per layer and reports no metadata.
+	return filepath.Join(s.store.GraphRoot(), driver.String(), "dir", layerID), nil
+}
+
+// onError runs undo when *errp is set at return, on a context that outlives
+// the caller's cancellation but stays bounded.
+func onError(ctx context.Context, errp *error, step string, undo func(context.Context) error) {
+	if *errp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := undo(ctx); err != nil {
+		log.G(ctx).Error("rollback step failed", "step", step, "err", err)
+	}
+}

@@ -1,0 +1,285 @@
+package image
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podbay/podbay/internal/errdefs"
+)
+
+const pauseRef = "registry.k8s.io/pause:3.10"
+
+// importPause imports an image like podbay's default pause image, with
+// content as its /pause.
+func importPause(t testing.TB, e *testEnv, content string) *Image {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "pause")
+	if err := os.WriteFile(src, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := e.store.ImportFromFiles(testCtx(t), pauseRef, []File{
+		{Path: "/pause", Source: src, Mode: 0o755},
+		{Path: "/etc/podbay/marker", Source: src, Mode: 0o600},
+		{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
+	}, ImageConfig{Entrypoint: []string{"/pause"}, User: "65535:65535"})
+	if err != nil {
+		t.Fatalf("ImportFromFiles: %v", err)
+	}
+	return img
+}
+
+func TestImportFromFiles(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	img := importPause(t, e, "#!/bin/true\n")
+	if !slices.Equal(img.RepoTags, []string{pauseRef}) || !slices.Equal(img.Config.Entrypoint, []string{"/pause"}) ||
+		img.UID == nil || *img.UID != 65535 {
+		t.Errorf("imported image = %+v", img)
+	}
+	st, err := e.store.Status(ctx, "registry.k8s.io/pause:3.10")
+	if err != nil || st.ID != img.ID {
+		t.Fatalf("Status = %v, %v", st, err)
+	}
+	// The same files give the same image.
+	again := importPause(t, e, "#!/bin/true\n")
+	if again.ID != img.ID {
+		t.Errorf("re-import changed the ID: %s → %s", img.ID, again.ID)
+	}
+	// New content replaces the image; the old one, now nameless, goes.
+	changed := importPause(t, e, "#!/bin/false\n")
+	if changed.ID == img.ID {
+		t.Fatal("new content, same ID")
+	}
+	if _, err := e.store.Status(ctx, img.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("replaced image still there: %v", err)
+	}
+	if images, layers := e.counts(); images != 1 || layers != 1 {
+		t.Errorf("%d images, %d layers; want 1, 1", images, layers)
+	}
+	for _, bad := range [][]File{
+		{{Path: "relative", Source: "/etc/hostname", Mode: 0o644}},
+		{{Path: "/dev/null", Source: "/dev/null", Mode: fs.ModeDevice | 0o644}},
+		{{Path: "/missing", Source: "/nonexistent", Mode: 0o644}},
+	} {
+		if _, err := e.store.ImportFromFiles(ctx, pauseRef, bad, ImageConfig{}); err == nil {
+			t.Errorf("ImportFromFiles(%+v) succeeded", bad)
+		}
+	}
+	if st, err := e.store.Status(ctx, pauseRef); err != nil || st.ID != changed.ID {
+		t.Errorf("failed imports changed %s: %v, %v", pauseRef, st, err)
+	}
+}
+
+func TestRootfs(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	img := importPause(t, e, "pause-binary")
+
+	mp, err := e.store.CreateRootfs(ctx, "ctr1", img.ID, RootfsOptions{})
+	if err != nil {
+		t.Fatalf("CreateRootfs: %v", err)
+	}
+	if !isMounted(t, mp) {
+		t.Fatalf("%s is not a mount point", mp)
+	}
+	data, err := os.ReadFile(filepath.Join(mp, "pause"))
+	if err != nil || string(data) != "pause-binary" {
+		t.Errorf("/pause in rootfs: %q, %v", data, err)
+	}
+	if st, err := os.Stat(filepath.Join(mp, "pause")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("/pause mode: %v, %v", st, err)
+	}
+	if st, err := os.Stat(filepath.Join(mp, "tmp")); err != nil || st.Mode()&fs.ModeSticky == 0 {
+		t.Errorf("/tmp not sticky: %v, %v", st, err)
+	}
+	// The writable layer takes writes; other root filesystems do not see
+	// them.
+	if err := os.WriteFile(filepath.Join(mp, "written"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatalf("write into rootfs: %v", err)
+	}
+	usage, err := e.store.RootfsUsage(ctx, "ctr1")
+	if err != nil || usage.UsedBytes < 64<<10 || usage.InodesUsed == 0 {
+		t.Errorf("RootfsUsage = %+v, %v", usage, err)
+	}
+	mp2, err := e.store.CreateRootfs(ctx, "ctr2", pauseRef, RootfsOptions{})
+	if err != nil {
+		t.Fatalf("CreateRootfs by reference: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(mp2, "written")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("write leaked into another rootfs: %v", err)
+	}
+
+	// Idempotent: the same mountpoint, and one unmount still unmounts.
+	again, err := e.store.CreateRootfs(ctx, "ctr1", img.ID, RootfsOptions{})
+	if err != nil || again != mp {
+		t.Errorf("second CreateRootfs = %q, %v; want %q", again, err, mp)
+	}
+	if _, err := e.store.CreateRootfs(ctx, "ctr1", "sha256:"+strings.Repeat("0", 64), RootfsOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("CreateRootfs from an unknown image = %v, want ErrNotFound", err)
+	}
+
+	ids, err := e.store.Rootfses(ctx)
+	slices.Sort(ids)
+	if err != nil || !slices.Equal(ids, []string{"ctr1", "ctr2"}) {
+		t.Errorf("Rootfses = %v, %v", ids, err)
+	}
+	if err := e.store.Remove(ctx, img.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Remove of an image in use = %v, want ErrFailedPrecondition", err)
+	}
+	if err := e.store.Remove(ctx, pauseRef); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Remove of the last tag of an image in use = %v, want ErrFailedPrecondition", err)
+	}
+	if _, err := e.store.Status(ctx, pauseRef); err != nil {
+		t.Errorf("failed Remove untagged the image: %v", err)
+	}
+
+	for _, id := range []string{"ctr1", "ctr1", "never-created"} {
+		if err := e.store.RemoveRootfs(ctx, id); err != nil {
+			t.Errorf("RemoveRootfs(%s): %v", id, err)
+		}
+	}
+	if isMounted(t, mp) {
+		t.Errorf("%s still mounted after RemoveRootfs", mp)
+	}
+	if _, err := os.Stat(mp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("rootfs directory left: %v", err)
+	}
+	if err := e.store.RemoveRootfs(ctx, "ctr2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Remove(ctx, img.ID); err != nil {
+		t.Errorf("Remove after its root filesystems went: %v", err)
+	}
+	if images, layers := e.counts(); images != 0 || layers != 0 {
+		t.Errorf("%d images, %d layers left", images, layers)
+	}
+}
+
+// Rootfs of an image whose ID prefix is also a container's: IDs are not
+// confused with c/storage's prefix lookup.
+func TestRootfsIDsAreExact(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	img := importPause(t, e, "x")
+	if _, err := e.store.CreateRootfs(ctx, "abcdef", img.ID, RootfsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.RemoveRootfs(ctx, "abc"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := e.store.Rootfses(ctx); !slices.Equal(ids, []string{"abcdef"}) {
+		t.Errorf("RemoveRootfs(prefix) removed another rootfs: %v", ids)
+	}
+	mp, err := e.store.CreateRootfs(ctx, "abc", img.ID, RootfsOptions{})
+	if err != nil || !isMounted(t, mp) {
+		t.Errorf("CreateRootfs(abc) = %q, %v", mp, err)
+	}
+}
+
+// mountOptions returns the per-mount options of the mount at path.
+func mountOptions(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 5 && fields[4] == path {
+			return fields[5]
+		}
+	}
+	return ""
+}
+
+func TestRootfsMountIsNodevAndCountedOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	img := importPause(t, e, "x")
+	mp, err := e.store.CreateRootfs(ctx, "c", img.ID, RootfsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts := mountOptions(t, mp); !slices.Contains(strings.Split(opts, ","), "nodev") {
+		t.Errorf("rootfs mount options %q lack nodev", opts)
+	}
+	for range 3 {
+		if _, err := e.store.CreateRootfs(ctx, "c", img.ID, RootfsOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := e.store.store.Mounted("c"); err != nil || n != 1 {
+		t.Errorf("mount count after repeated CreateRootfs = %d, %v; want 1", n, err)
+	}
+}
+
+// A daemon restart: Close keeps running containers' root filesystems
+// mounted, and the re-opened store finds its images and root filesystems
+// and drops layers a crash left unreferenced.
+func TestCloseAndReopen(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, func(c *Config) { c.Metrics = reg })
+	ctx := testCtx(t)
+	img := importPause(t, e, "x")
+	mp, err := e.store.CreateRootfs(ctx, "running", img.ID, RootfsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := e.store.store.CreateLayer("", "", nil, "", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Close(); err != nil {
+		t.Fatalf("Close with a mounted rootfs: %v", err)
+	}
+	if !isMounted(t, mp) {
+		t.Fatal("Close unmounted a running container's rootfs")
+	}
+	if _, err := e.store.Pull(ctx, "busybox", nil); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("Pull after Close = %v, want ErrUnavailable", err)
+	}
+
+	s, err := New(ctx, e.store.cfg)
+	if err != nil {
+		t.Fatalf("re-open: %v", err)
+	}
+	e.store = s
+	if st, err := s.Status(ctx, pauseRef); err != nil || st.ID != img.ID {
+		t.Errorf("Status after re-open = %v, %v", st, err)
+	}
+	if again, err := s.CreateRootfs(ctx, "running", img.ID, RootfsOptions{}); err != nil || again != mp {
+		t.Errorf("CreateRootfs after re-open = %q, %v; want %q", again, err, mp)
+	}
+	if _, err := s.store.Layer(orphan.ID); err == nil {
+		t.Error("orphan layer survived the re-open")
+	}
+	if images, layers := e.counts(); images != 1 || layers != 2 {
+		t.Errorf("%d images, %d layers; want 1 image, its layer and the rootfs layer", images, layers)
+	}
+
+	// With nothing mounted, Close releases everything, and the store
+	// opens again.
+	if err := s.RemoveRootfs(ctx, "running"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if mounts := mountsUnder(t, e.root); len(mounts) > 0 {
+		t.Errorf("mounts left after Close: %v", mounts)
+	}
+	if s, err = New(ctx, e.store.cfg); err != nil {
+		t.Fatalf("second re-open: %v", err)
+	}
+	e.store = s
+	if mp, err := s.CreateRootfs(ctx, "again", pauseRef, RootfsOptions{}); err != nil || !isMounted(t, mp) {
+		t.Errorf("CreateRootfs after a clean re-open = %q, %v", mp, err)
+	}
+}
