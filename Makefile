@@ -10,7 +10,7 @@ BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdri
 export GOFLAGS := -tags=$(BUILDTAGS)
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: all build deps run test unit integration lint bench install clean
+.PHONY: all build deps run test unit integration lint bench bench-images install clean
 
 all: build
 
@@ -44,8 +44,14 @@ lint:
 	go vet ./...
 	go run $(STATICCHECK) ./...
 
+# Pod latency (serial and 10 at a time) through a real daemon, then image
+# pull and lookup latency with 100 images stored.
 bench: deps
 	./hack/bench.sh
+	$(MAKE) bench-images
+
+bench-images:
+	set -o pipefail; go test -run '^$$' -bench . -benchtime 20x ./internal/image/ 2>&1 | grep -E '^(Benchmark|ok|PASS|FAIL|---)'
 
 install: build
 	install -m 0755 $(BIN)/podbayd $(BIN)/podbay $(BIN)/podbay-pause /usr/local/bin/

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,12 +26,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/podbay/podbay/internal/log"
 )
 
 // testCtx bounds every test operation; no test here should take long.
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
+	if _, bench := t.(*testing.B); bench {
+		// Benchmark output is read by people and tools: keep logs out.
+		ctx = log.WithLogger(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
 	return ctx
 }
 

@@ -1,6 +1,8 @@
 package image
 
 import (
+	"github.com/sirupsen/logrus"
+
 	"os"
 	"testing"
 )
@@ -15,5 +17,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
+	// containers/image's info-level notes (platform mismatch of the
+	// random test images) would interleave with benchmark results.
+	logrus.SetLevel(logrus.WarnLevel)
 	os.Exit(m.Run())
 }
