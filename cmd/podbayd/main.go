@@ -21,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/failpoint"
 	"github.com/podbay/podbay/internal/image"
@@ -216,6 +217,10 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	}
 	d.closers = append(d.closers, images.Close)
 
+	cg, err := cgroups.New(cgroups.DefaultRoot)
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
 	minScore, err := minOOMScoreAdj(cfg.RestrictOOMScoreAdj)
 	if err != nil {
 		return nil, err
@@ -229,6 +234,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Metrics:        d.metrics,
 		Failpoints:     fps,
 		Images:         images,
+		Cgroups:        cg,
 		PauseBinary:    pauseBin,
 		MinOOMScoreAdj: minScore,
 	})

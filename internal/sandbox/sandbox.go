@@ -73,6 +73,10 @@ type Record struct {
 	Namespaces     Namespaces        `json:"namespaces"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Annotations    map[string]string `json:"annotations,omitempty"`
+	// CgroupParent is the pod's cgroup parent (the default when the
+	// kubelet named none); the pause container's cgroup is
+	// <CgroupParent>/podbay-<id>.
+	CgroupParent string `json:"cgroupParent,omitempty"`
 	// Image is the ID of the pause image the sandbox runs.
 	Image string `json:"image,omitempty"`
 	// Dir holds the bundle (config.json), resolv.conf, hostname and hosts.

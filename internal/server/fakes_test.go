@@ -275,3 +275,7 @@ func (f *fakeImages) count() int {
 	defer f.mu.Unlock()
 	return len(f.rootfses)
 }
+
+func (f *fakeImages) RootfsUsage(ctx context.Context, id string) (image.FsUsage, error) {
+	return image.FsUsage{UsedBytes: 4096, InodesUsed: 1}, nil
+}

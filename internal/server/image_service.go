@@ -25,6 +25,7 @@ type ImageStore interface {
 	CreateRootfs(ctx context.Context, id, imageID string, opts image.RootfsOptions) (string, error)
 	RemoveRootfs(ctx context.Context, id string) error
 	Rootfses(ctx context.Context) ([]string, error)
+	RootfsUsage(ctx context.Context, id string) (image.FsUsage, error)
 }
 
 // imageService serves the CRI ImageService on the image store.

@@ -41,12 +41,14 @@ func (s *Server) Recover(ctx context.Context) error {
 		log.G(ctx).Error("quarantined unreadable sandbox record", "pod", k)
 	}
 
+	// First publish what exists, so that containers can find their pods;
+	// then the containers; then finish the sandbox operations a crash
+	// interrupted (a resumed Stop must stop the pod's containers too).
 	owned := map[string]bool{}
+	var published []*sandbox.Sandbox
 	for _, rec := range recs {
 		ctx := log.With(ctx, "pod", rec.ID)
-		sb := sandbox.New(rec)
-		switch {
-		case rec.State == sandbox.StateCreating:
+		if rec.State == sandbox.StateCreating {
 			if err := s.undoCreating(ctx, rec); err != nil {
 				// Keep the record so the next start tries again.
 				log.G(ctx).Error("undo half-made sandbox", "err", err)
@@ -55,33 +57,38 @@ func (s *Server) Recover(ctx context.Context) error {
 				log.G(ctx).Info("undid sandbox caught half-way through creation")
 			}
 			continue
-		case rec.Stopping && !rec.Removing:
+		}
+		owned[rec.ID] = true
+		sb := sandbox.New(rec)
+		s.index.Add(rec.Name, sb)
+		published = append(published, sb)
+	}
+	for id := range s.recoverContainers(ctx) {
+		owned[id] = true
+	}
+	for _, sb := range published {
+		ctx := log.With(ctx, "pod", sb.ID)
+		rec := sb.Record()
+		switch {
+		case rec.Removing:
+			sb.OpMu.Lock()
+			if err := s.removePodSandboxLocked(ctx, sb); err != nil {
+				log.G(ctx).Error("finish removal of sandbox", "err", err)
+			} else {
+				delete(owned, rec.ID)
+			}
+			sb.OpMu.Unlock()
+		case rec.Stopping:
 			// A Stop interrupted by a crash: finish it (each step is
 			// idempotent), so released IPs are not reported as the pod's.
-			owned[rec.ID] = true
-			s.index.Add(rec.Name, sb)
 			sb.OpMu.Lock()
 			if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
 				log.G(ctx).Error("finish stop of sandbox", "err", err)
 			}
 			sb.OpMu.Unlock()
-			continue
-		case rec.Removing:
-			owned[rec.ID] = true
-			s.index.Add(rec.Name, sb)
-			sb.OpMu.Lock()
-			err := s.removePodSandboxLocked(ctx, sb)
-			sb.OpMu.Unlock()
-			if err != nil {
-				log.G(ctx).Error("finish removal of sandbox", "err", err)
-			} else {
-				delete(owned, rec.ID)
-			}
-			continue
+		default:
+			s.reconcile(ctx, sb)
 		}
-		owned[rec.ID] = true
-		s.index.Add(rec.Name, sb)
-		s.reconcile(ctx, sb)
 	}
 	s.collectGarbage(ctx, owned)
 	return nil

@@ -47,6 +47,15 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 		return err
 	}
 	timer := s.metrics.Start("remove")
+	for _, c := range s.containers.InSandbox(sb.ID) {
+		c.OpMu.Lock()
+		err := s.removeContainerLocked(ctx, c)
+		c.OpMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("remove container %s: %w", c.ID, err)
+		}
+	}
+	timer.Phase("containers")
 	rec = sb.Record()
 	if rec.ContainerCreated {
 		rt, err := s.runtimeFor(rec.RuntimeHandler)

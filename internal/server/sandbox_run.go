@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -294,13 +293,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	if err := s.save(rec); err != nil {
 		return err
 	}
-	pid, err := rt.Create(ctx, oci.CreateOptions{
-		ID:        rec.ID,
-		BundleDir: bundle,
-		// Out of the daemon's own cgroup, so a service manager stopping
-		// podbayd does not take the pods' monitors with it.
-		ConmonCgroup: path.Join(s.cfg.DefaultCgroupParent, "conmon"),
-	})
+	pid, err := rt.Create(ctx, oci.CreateOptions{ID: rec.ID, BundleDir: bundle, ConmonCgroup: s.conmonCgroup()})
 	if err != nil {
 		return fmt.Errorf("create sandbox container: %w", err)
 	}
@@ -326,9 +319,13 @@ func (s *Server) newRecord(id, name, handler string, cfg *runtimeapi.PodSandboxC
 			PID:     sandbox.NamespaceMode(nsOpts.GetPid().String()),
 			IPC:     sandbox.NamespaceMode(nsOpts.GetIpc().String()),
 		},
-		Labels:      cfg.GetLabels(),
-		Annotations: cfg.GetAnnotations(),
-		Dir:         filepath.Join(s.cfg.Root, "sandboxes", id),
+		Labels:       cfg.GetLabels(),
+		Annotations:  cfg.GetAnnotations(),
+		Dir:          filepath.Join(s.cfg.Root, "sandboxes", id),
+		CgroupParent: cfg.GetLinux().GetCgroupParent(),
+	}
+	if rec.CgroupParent == "" {
+		rec.CgroupParent = s.cfg.DefaultCgroupParent
 	}
 	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE {
 		rec.NetworkMode = sandbox.ModeHost

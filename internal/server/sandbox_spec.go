@@ -16,10 +16,6 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 	linux := cfg.GetLinux()
 	sc := linux.GetSecurityContext()
 	nsOpts := sc.GetNamespaceOptions()
-	parent := linux.GetCgroupParent()
-	if parent == "" {
-		parent = s.cfg.DefaultCgroupParent
-	}
 	desc := specgen.Sandbox{
 		ID:             rec.ID,
 		Name:           rec.Metadata.Name,
@@ -33,7 +29,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		HostNetwork:    rec.NetworkMode == sandbox.ModeHost,
 		HostPID:        nsOpts.GetPid() == runtimeapi.NamespaceMode_NODE,
 		HostIPC:        nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
-		CgroupsPath:    path.Join(parent, "podbay-"+rec.ID),
+		CgroupsPath:    path.Join(rec.CgroupParent, "podbay-"+rec.ID),
 		Sysctls:        linux.GetSysctls(),
 		MinOOMScoreAdj: s.minOOMScore,
 		Files: []specgen.File{

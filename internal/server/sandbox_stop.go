@@ -60,7 +60,18 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		}
 	}
 
-	// The pod's containers are stopped here once containers exist.
+	// The pod's containers first: nothing may run in a pod whose network
+	// is being torn down. The kubelet has stopped them gracefully already;
+	// what is left gets no grace period (CRI spec: "forcibly terminated").
+	for _, c := range s.containers.InSandbox(sb.ID) {
+		c.OpMu.Lock()
+		err := s.stopContainerLocked(ctx, c, 0)
+		c.OpMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("stop container %s: %w", c.ID, err)
+		}
+	}
+	timer.Phase("containers")
 
 	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped {
 		if err := s.teardownNetwork(ctx, rec); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/failpoint"
 	"github.com/podbay/podbay/internal/log"
@@ -34,7 +36,10 @@ var Version = "0.1.0-dev"
 // cleanupTimeout bounds each rollback step and each recovery step.
 const cleanupTimeout = 2 * time.Minute
 
-const sandboxBucket = "sandboxes"
+const (
+	sandboxBucket   = "sandboxes"
+	containerBucket = "containers"
+)
 
 // NetworkManager is the pod network as the server uses it; internal/network
 // implements it.
@@ -71,6 +76,8 @@ type Options struct {
 	Metrics     *metrics.Metrics
 	Failpoints  *failpoint.Set
 	Images      ImageStore
+	// Cgroups reads cgroup statistics; nil disables stats.
+	Cgroups CgroupReader
 	// PauseBinary is the static pause program the default pause image is
 	// made from when it cannot be pulled.
 	PauseBinary string
@@ -91,9 +98,12 @@ type Server struct {
 	metrics     *metrics.Metrics
 	failpoints  *failpoint.Set
 	images      ImageStore
+	cgroups     CgroupReader
+	stats       statsCache
 	pauseBinary string
 	minOOMScore *int
 	index       *sandbox.Index
+	containers  *container.Index
 	pauseMu     sync.Mutex // serialises making the pause image
 
 	// ctx lives as long as the server; background work (exit watchers,
@@ -120,9 +130,11 @@ func New(opts Options) (*Server, error) {
 		metrics:     opts.Metrics,
 		failpoints:  opts.Failpoints,
 		images:      opts.Images,
+		cgroups:     opts.Cgroups,
 		pauseBinary: opts.PauseBinary,
 		minOOMScore: opts.MinOOMScoreAdj,
 		index:       sandbox.NewIndex(),
+		containers:  container.NewIndex(),
 		ctx:         ctx,
 		cancel:      cancel,
 	}
@@ -214,6 +226,11 @@ func (rb *rollback) onError(ctx context.Context, errp *error, step string, undo 
 		log.G(ctx).Error("rollback step failed", "step", step, "err", err)
 	}
 }
+
+// conmonCgroup is where conmon monitors live: out of the daemon's own
+// cgroup, so a service manager stopping podbayd does not take the pods'
+// monitors with it.
+func (s *Server) conmonCgroup() string { return path.Join(s.cfg.DefaultCgroupParent, "conmon") }
 
 func (s *Server) runtimeFor(handler string) (Runtime, error) {
 	if rt, ok := s.runtimes[handler]; ok {

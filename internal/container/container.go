@@ -1,0 +1,233 @@
+// Package container holds podbay's container records: what is persisted for
+// each CRI container, the in-memory index with name reservation, and the
+// per-container lock that keeps start, stop and remove from interleaving.
+package container
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/podbay/podbay/internal/errdefs"
+)
+
+// RecordVersion is the format version of persisted records.
+const RecordVersion = 1
+
+// State is a container's lifecycle state, as the CRI names them.
+type State string
+
+// States. A container is Creating from the moment its record is first
+// persisted until CreateContainer finishes; it is never listed so.
+const (
+	StateCreating State = "creating"
+	StateCreated  State = "created"
+	StateRunning  State = "running"
+	StateExited   State = "exited"
+	StateUnknown  State = "unknown"
+)
+
+// Exit reasons reported by ContainerStatus.
+const (
+	ReasonCompleted = "Completed"
+	ReasonError     = "Error"
+	ReasonOOMKilled = "OOMKilled"
+)
+
+// Mount is a mount as ContainerStatus reports it.
+type Mount struct {
+	ContainerPath  string `json:"containerPath"`
+	HostPath       string `json:"hostPath"`
+	Readonly       bool   `json:"readonly,omitempty"`
+	Propagation    string `json:"propagation,omitempty"`
+	SelinuxRelabel bool   `json:"selinuxRelabel,omitempty"`
+}
+
+// Record is the persisted state of one container.
+type Record struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	SandboxID string `json:"sandboxId"`
+	// MetaName and Attempt are the CRI metadata.
+	MetaName string `json:"metaName"`
+	Attempt  uint32 `json:"attempt"`
+	// Image is the image ID; ImageRef the reference the kubelet asked for.
+	Image    string `json:"image"`
+	ImageRef string `json:"imageRef"`
+
+	State      State     `json:"state"`
+	CreatedAt  time.Time `json:"createdAt"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	ExitCode   int32     `json:"exitCode"`
+	Reason     string    `json:"reason,omitempty"`
+	Message    string    `json:"message,omitempty"`
+
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Mounts      []Mount           `json:"mounts,omitempty"`
+	// LogPath is the absolute path of the CRI log file ("" = no log).
+	LogPath string `json:"logPath,omitempty"`
+	// Dir holds the bundle (config.json) and conmon's files.
+	Dir string `json:"dir"`
+	// CgroupPath is the container's cgroup, relative to the hierarchies.
+	CgroupPath string `json:"cgroupPath"`
+	// StopSignal is the image's stop signal ("" = SIGTERM).
+	StopSignal string `json:"stopSignal,omitempty"`
+	Pid        int    `json:"pid,omitempty"`
+	// RuntimeCreated is set just before the runtime is asked to create the
+	// container, so recovery knows there may be runtime state to delete.
+	RuntimeCreated bool `json:"runtimeCreated,omitempty"`
+	// Removing is set when RemoveContainer has begun; a restart finishes it.
+	Removing bool `json:"removing,omitempty"`
+	// Config is the CRI ContainerConfig as protobuf JSON.
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// Container is one container in memory.
+type Container struct {
+	// ID never changes; SandboxID neither.
+	ID        string
+	SandboxID string
+
+	// OpMu serialises the operations that change the container on the
+	// host (create, start, stop, remove).
+	OpMu sync.Mutex
+
+	mu  sync.Mutex
+	rec Record // guarded by mu
+}
+
+// New returns a container for rec.
+func New(rec Record) *Container {
+	return &Container{ID: rec.ID, SandboxID: rec.SandboxID, rec: rec}
+}
+
+// Record returns a copy of the record; maps and slices are shared and must
+// not be modified.
+func (c *Container) Record() Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rec
+}
+
+// Update changes the record under the lock and returns the new copy.
+func (c *Container) Update(fn func(*Record)) Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fn(&c.rec)
+	return c.rec
+}
+
+// Index is the in-memory set of containers and the reservation of their
+// names. Its lock guards its maps only.
+type Index struct {
+	mu    sync.RWMutex
+	byID  map[string]*Container // guarded by mu
+	names map[string]string     // name → id, reserved or published; guarded by mu
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{byID: map[string]*Container{}, names: map[string]string{}}
+}
+
+// Reserve claims name for id. A name held by another container is
+// ErrAlreadyExists naming the holder.
+func (x *Index) Reserve(name, id string) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if holder, ok := x.names[name]; ok {
+		return fmt.Errorf("container name %q is reserved for %s: %w", name, holder, errdefs.ErrAlreadyExists)
+	}
+	x.names[name] = id
+	return nil
+}
+
+// Release frees a name reserved by a CreateContainer that failed.
+func (x *Index) Release(name, id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.names[name] == id {
+		delete(x.names, name)
+	}
+}
+
+// Add publishes a container under its (reserved) name.
+func (x *Index) Add(c *Container) {
+	rec := c.Record()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.byID[c.ID] = c
+	x.names[rec.Name] = c.ID
+}
+
+// Delete unpublishes a container and frees its name.
+func (x *Index) Delete(c *Container) {
+	rec := c.Record()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.byID, c.ID)
+	if x.names[rec.Name] == c.ID {
+		delete(x.names, rec.Name)
+	}
+}
+
+// Has reports whether id is published.
+func (x *Index) Has(id string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok := x.byID[id]
+	return ok
+}
+
+// Get finds a container by full ID or unique ID prefix.
+func (x *Index) Get(idOrPrefix string) (*Container, error) {
+	if idOrPrefix == "" {
+		return nil, fmt.Errorf("empty container id: %w", errdefs.ErrInvalidArgument)
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if c, ok := x.byID[idOrPrefix]; ok {
+		return c, nil
+	}
+	var found *Container
+	for id, c := range x.byID {
+		if strings.HasPrefix(id, idOrPrefix) {
+			if found != nil {
+				return nil, fmt.Errorf("container id prefix %q is ambiguous: %w", idOrPrefix, errdefs.ErrInvalidArgument)
+			}
+			found = c
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("container %q: %w", idOrPrefix, errdefs.ErrNotFound)
+	}
+	return found, nil
+}
+
+// List returns all published containers ordered by ID.
+func (x *Index) List() []*Container {
+	x.mu.RLock()
+	out := make([]*Container, 0, len(x.byID))
+	for _, c := range x.byID {
+		out = append(out, c)
+	}
+	x.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// InSandbox returns the published containers of a sandbox.
+func (x *Index) InSandbox(sandboxID string) []*Container {
+	var out []*Container
+	for _, c := range x.List() {
+		if c.SandboxID == sandboxID {
+			out = append(out, c)
+		}
+	}
+	return out
+}

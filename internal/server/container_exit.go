@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/oci"
+)
+
+// watchContainerExit records a running container's exit (code, time,
+// reason) as soon as conmon reports it.
+func (s *Server) watchContainerExit(c *container.Container, rt Runtime) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx := log.With(s.ctx, "container", c.ID)
+		st, err := rt.Wait(ctx, c.ID)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				log.G(ctx).Warn("wait for container", "err", err)
+			}
+			return
+		}
+		s.recordExit(ctx, c, st)
+	}()
+}
+
+// recordExit moves a container to exited with conmon's exit status, once.
+func (s *Server) recordExit(ctx context.Context, c *container.Container, st oci.ExitStatus) {
+	rec := c.Record()
+	if rec.State == container.StateExited {
+		return
+	}
+	reason := container.ReasonCompleted
+	switch {
+	case oci.OOMKilled(filepath.Join(rec.Dir, "bundle")) || s.oomKilled(rec.CgroupPath):
+		reason = container.ReasonOOMKilled
+	case st.Code != 0:
+		reason = container.ReasonError
+	}
+	rec = c.Update(func(r *container.Record) {
+		if r.State == container.StateExited {
+			return
+		}
+		r.State = container.StateExited
+		r.ExitCode = st.Code
+		r.FinishedAt = st.ExitedAt
+		r.Reason = reason
+	})
+	s.saveContainer(ctx, rec)
+	s.forgetStats(rec.CgroupPath)
+	log.G(ctx).Info("container exited", "exitCode", st.Code, "reason", reason)
+}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/oci"
+)
+
+// RemoveContainer removes a container, force-stopping it if it runs.
+// Removing an unknown container succeeds (CRI spec: idempotent).
+func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	c, err := s.containers.Get(req.GetContainerId())
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return &runtimeapi.RemoveContainerResponse{}, nil
+		}
+		return nil, err
+	}
+	c.OpMu.Lock()
+	defer c.OpMu.Unlock()
+	if !s.containers.Has(c.ID) {
+		return &runtimeapi.RemoveContainerResponse{}, nil
+	}
+	if err := s.removeContainerLocked(ctx, c); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+// removeContainerLocked removes c; the caller holds c.OpMu. Each step is
+// idempotent and Removing is persisted first, so a restart finishes it.
+func (s *Server) removeContainerLocked(ctx context.Context, c *container.Container) error {
+	rec := c.Update(func(r *container.Record) { r.Removing = true })
+	s.saveContainer(ctx, rec)
+	if err := s.stopContainerLocked(ctx, c, 0); err != nil {
+		return err
+	}
+	if rec.RuntimeCreated {
+		rt, err := s.runtimeForContainer(rec)
+		if err != nil {
+			return err
+		}
+		if err := rt.Delete(ctx, c.ID); err != nil {
+			return fmt.Errorf("delete container: %w", err)
+		}
+	}
+	if err := s.images.RemoveRootfs(ctx, c.ID); err != nil {
+		return fmt.Errorf("remove container root filesystem: %w", err)
+	}
+	if err := os.RemoveAll(rec.Dir); err != nil {
+		return fmt.Errorf("remove container dir: %w", err)
+	}
+	if err := s.db.Delete(containerBucket, c.ID); err != nil {
+		return fmt.Errorf("delete container record: %w", err)
+	}
+	s.containers.Delete(c)
+	log.G(ctx).Info("container removed")
+	return nil
+}
+
+func exitNow(code int32) oci.ExitStatus { return oci.ExitStatus{Code: code, ExitedAt: time.Now()} }

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+)
+
+// StartContainer starts a created container.
+func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	c, err := s.containers.Get(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	c.OpMu.Lock()
+	defer c.OpMu.Unlock()
+	rec := c.Record()
+	if rec.State != container.StateCreated {
+		return nil, fmt.Errorf("container %s is %s, not created: %w", c.ID, rec.State, errdefs.ErrFailedPrecondition)
+	}
+	sb, err := s.index.Get(rec.SandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("container's pod: %w", err)
+	}
+	rt, err := s.runtimeFor(sb.Record().RuntimeHandler)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Start(ctx, c.ID); err != nil {
+		// The runtime leaves a container that failed to start stopped;
+		// report it as exited with the error, as containerd does.
+		rec = c.Update(func(r *container.Record) {
+			r.State = container.StateExited
+			r.FinishedAt = time.Now()
+			r.ExitCode = 128
+			r.Reason = container.ReasonError
+			r.Message = err.Error()
+		})
+		s.saveContainer(ctx, rec)
+		return nil, fmt.Errorf("start container: %w", err)
+	}
+	rec = c.Update(func(r *container.Record) {
+		r.State = container.StateRunning
+		r.StartedAt = time.Now()
+	})
+	if err := s.db.Put(containerBucket, c.ID, container.RecordVersion, rec); err != nil {
+		return nil, fmt.Errorf("persist container: %w", err)
+	}
+	s.watchContainerExit(c, rt)
+	log.G(ctx).Info("container started")
+	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+// saveContainer persists a record where the caller cannot return the error.
+func (s *Server) saveContainer(ctx context.Context, rec container.Record) {
+	if err := s.db.Put(containerBucket, rec.ID, container.RecordVersion, rec); err != nil {
+		log.G(ctx).Error("persist container", "container", rec.ID, "err", err)
+	}
+}

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/container"
+)
+
+// ContainerStatus reports a container's state, exit code and reason,
+// times, mounts, image and log path; with verbose, its OCI spec and pid.
+func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	c, err := s.containers.Get(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	rec := c.Record()
+	st := &runtimeapi.ContainerStatus{
+		Id:          rec.ID,
+		Metadata:    &runtimeapi.ContainerMetadata{Name: rec.MetaName, Attempt: rec.Attempt},
+		State:       criContainerState(rec.State),
+		CreatedAt:   rec.CreatedAt.UnixNano(),
+		Image:       &runtimeapi.ImageSpec{Image: rec.ImageRef},
+		ImageRef:    imageID(rec.Image),
+		ImageId:     imageID(rec.Image),
+		ExitCode:    rec.ExitCode,
+		Reason:      rec.Reason,
+		Message:     rec.Message,
+		Labels:      rec.Labels,
+		Annotations: rec.Annotations,
+		LogPath:     rec.LogPath,
+	}
+	if !rec.StartedAt.IsZero() {
+		st.StartedAt = rec.StartedAt.UnixNano()
+	}
+	if !rec.FinishedAt.IsZero() {
+		st.FinishedAt = rec.FinishedAt.UnixNano()
+	}
+	if img, err := s.images.Status(ctx, rec.Image); err == nil && len(img.RepoTags) > 0 {
+		// The kubelet shows the image by name; RepoDigests pin it.
+		st.Image = &runtimeapi.ImageSpec{Image: img.RepoTags[0]}
+		if len(img.RepoDigests) > 0 {
+			st.ImageRef = img.RepoDigests[0]
+		}
+	}
+	for _, m := range rec.Mounts {
+		st.Mounts = append(st.Mounts, &runtimeapi.Mount{
+			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.Readonly,
+			SelinuxRelabel: m.SelinuxRelabel,
+			Propagation:    runtimeapi.MountPropagation(runtimeapi.MountPropagation_value[m.Propagation]),
+		})
+	}
+	resp := &runtimeapi.ContainerStatusResponse{Status: st}
+	if req.GetVerbose() {
+		info := struct {
+			ID          string          `json:"id"`
+			SandboxID   string          `json:"sandboxID"`
+			Pid         int             `json:"pid"`
+			State       container.State `json:"state"`
+			Bundle      string          `json:"bundle"`
+			CgroupPath  string          `json:"cgroupPath"`
+			Config      json.RawMessage `json:"config,omitempty"`
+			RuntimeSpec json.RawMessage `json:"runtimeSpec,omitempty"`
+		}{ID: rec.ID, SandboxID: rec.SandboxID, Pid: rec.Pid, State: rec.State,
+			Bundle: filepath.Join(rec.Dir, "bundle"), CgroupPath: rec.CgroupPath, Config: rec.Config}
+		if spec, err := os.ReadFile(filepath.Join(info.Bundle, "config.json")); err == nil && json.Valid(spec) {
+			info.RuntimeSpec = spec
+		}
+		b, err := json.Marshal(info)
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = map[string]string{"info": string(b)}
+	}
+	return resp, nil
+}
