@@ -146,8 +146,8 @@ func TestUnimplemented(t *testing.T) {
 	if _, err := e.rt.CreateContainer(rpcCtx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: randHex(32)}); code(err) != codes.Unimplemented {
 		t.Errorf("CreateContainer: %v, want Unimplemented", err)
 	}
-	if _, err := e.img.PullImage(rpcCtx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "registry.k8s.io/pause:3.10"}}); code(err) != codes.Unimplemented {
-		t.Errorf("PullImage: %v, want Unimplemented", err)
+	if _, err := e.rt.Exec(rpcCtx(t), &runtimeapi.ExecRequest{ContainerId: randHex(32), Cmd: []string{"true"}}); code(err) != codes.Unimplemented {
+		t.Errorf("Exec: %v, want Unimplemented", err)
 	}
 }
 

@@ -35,7 +35,33 @@ type envOptions struct {
 	// extraRuntimes adds handlers, name → network_order, that run the same
 	// failure-injecting wrapper as runc.
 	extraRuntimes map[string]string
+	// registries is a registries.conf.d drop-in (registries.conf TOML)
+	// layered over the env's own registries.conf, which blocks
+	// registry.k8s.io and docker.io so that no daemon reaches past
+	// loopback. An entry with the same prefix replaces the blocked one.
+	registries string
 }
+
+// offlineRegistries is every env's registries.conf: nothing is pulled from
+// the internet, and the default pause image is made from the built-in
+// pause program.
+const offlineRegistries = `unqualified-search-registries = []
+
+[[registry]]
+prefix = "registry.k8s.io"
+location = "registry.k8s.io"
+blocked = true
+
+[[registry]]
+prefix = "docker.io"
+location = "docker.io"
+blocked = true
+`
+
+// acceptAnyPolicy is the env's signature policy, so that a host's
+// /etc/containers/policy.json does not decide what the tests may pull.
+const acceptAnyPolicy = `{"default": [{"type": "insecureAcceptAnything"}]}
+`
 
 // env is one podbayd with its own directories, CNI network, bridge, subnet,
 // cgroup parent and runtime wrapper, so that its leaks can be told apart
@@ -56,6 +82,12 @@ type env struct {
 	cniCtlDir   string // podbay-failcni controlDir
 	runtimePath string // copy of podbay-failruntime
 	podLogDir   string
+
+	storageRoot    string // containers/storage graph root
+	runRoot        string // containers/storage run root
+	registriesConf string
+	registriesDir  string // registries.conf.d
+	policyPath     string
 
 	netName     string
 	bridge      string
@@ -106,6 +138,11 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		cgroupRoot:  "/pbt-" + suffix,
 		seenIDs:     map[string]bool{},
 	}
+	e.storageRoot = filepath.Join(e.rootDir, "storage")
+	e.runRoot = filepath.Join(e.stateDir, "storage")
+	e.registriesConf = filepath.Join(dir, "registries.conf")
+	e.registriesDir = filepath.Join(dir, "registries.conf.d")
+	e.policyPath = filepath.Join(dir, "policy.json")
 	if len(e.sock) >= 100 {
 		t.Fatalf("socket path %q too long", e.sock)
 	}
@@ -116,7 +153,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	t.Cleanup(e.cleanup)
 
-	for _, d := range []string{e.rootDir, e.stateDir, e.confDir, e.ipamDir, e.cacheDir, e.cniCtlDir, filepath.Dir(e.runtimePath), e.podLogDir} {
+	for _, d := range []string{e.rootDir, e.stateDir, e.confDir, e.ipamDir, e.cacheDir, e.cniCtlDir, filepath.Dir(e.runtimePath), e.podLogDir, e.registriesDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -128,6 +165,15 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	if !opts.emptyCNIConfDir {
 		e.writeCNIConfig()
+	}
+	files := map[string]string{e.registriesConf: offlineRegistries, e.policyPath: acceptAnyPolicy}
+	if opts.registries != "" {
+		files[filepath.Join(e.registriesDir, "50-test.conf")] = opts.registries
+	}
+	for path, content := range files {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(e.configPath, []byte(e.daemonConfig()), 0o644); err != nil {
 		t.Fatal(err)
@@ -155,6 +201,12 @@ func (e *env) daemonConfig() string {
 	fmt.Fprintf(&b, "plugin_dirs = [\"/usr/lib/cni\", %q]\n", binDir)
 	fmt.Fprintf(&b, "cache_dir = %q\n", e.cacheDir)
 	fmt.Fprintf(&b, "write_default_config = false\n")
+	fmt.Fprintf(&b, "\n[image]\n")
+	fmt.Fprintf(&b, "storage_root = %q\n", e.storageRoot)
+	fmt.Fprintf(&b, "run_root = %q\n", e.runRoot)
+	fmt.Fprintf(&b, "registries_conf = %q\n", e.registriesConf)
+	fmt.Fprintf(&b, "registries_conf_dir = %q\n", e.registriesDir)
+	fmt.Fprintf(&b, "signature_policy = %q\n", e.policyPath)
 	runtimes := map[string]string{"runc": e.opts.runcNetworkOrder}
 	for name, order := range e.opts.extraRuntimes {
 		runtimes[name] = order

@@ -20,7 +20,7 @@ import (
 
 // A leak is a host resource that this env made and nobody owns any more.
 type leak struct {
-	kind string // netns, mount, veth, ipam, process, iptables, cgroup, cni-cache
+	kind string // netns, mount, veth, ipam, process, iptables, cgroup, cni-cache, storage
 	what string // human-readable
 	path string // netns/mount/cgroup path, veth name
 	pid  int
@@ -124,9 +124,30 @@ func (e *env) findLeaks(keep map[string]bool) []leak {
 		}
 		leaks = append(leaks, leak{kind: "netns", what: fmt.Sprintf("%s (%s)", p, state), path: p})
 	}
+	// Sandbox root filesystems: a containers/storage container named by the
+	// sandbox ID, its writable layer mounted under the storage root.
+	keptLayers := map[string]bool{}
+	containers, err := e.storageContainers()
+	if err != nil {
+		leaks = append(leaks, leak{kind: "storage", what: err.Error()})
+	}
+	for _, c := range containers {
+		if keep[c.ID] {
+			keptLayers[c.Layer] = true
+			continue
+		}
+		leaks = append(leaks, leak{kind: "storage", what: fmt.Sprintf("containers/storage container %s (image %s, layer %s)", c.ID, short(c.Image), short(c.Layer)), path: c.ID})
+	}
+	// The overlay driver bind-mounts its home onto itself and unmounts it
+	// at a clean shutdown, unless a layer is still mounted.
+	driverHome := filepath.Join(e.storageRoot, "overlay")
+
 	daemonUp := e.running()
 	for _, m := range mounts {
-		if e.mountsBefore[m] || containsAny(m, keep) {
+		if e.mountsBefore[m] || containsAny(m, keep) || containsAny(m, keptLayers) {
+			continue
+		}
+		if m == driverHome && len(keptLayers) > 0 {
 			continue
 		}
 		isNetns := strings.HasPrefix(m, realNetns+"/podbay-") || strings.HasPrefix(m, netnsDir+"/podbay-")
@@ -185,6 +206,32 @@ func (e *env) findLeaks(keep map[string]bool) []leak {
 	leaks = append(leaks, e.leakedRules(known, keep)...)
 	leaks = append(leaks, e.leakedCgroups(keep)...)
 	return leaks
+}
+
+// storageContainer is an entry of containers/storage's containers.json.
+type storageContainer struct {
+	ID    string   `json:"id"`
+	Names []string `json:"names"`
+	Image string   `json:"image"`
+	Layer string   `json:"layer"`
+}
+
+// storageContainers lists the containers/storage containers of the env's
+// image store: one per sandbox root filesystem.
+func (e *env) storageContainers() ([]storageContainer, error) {
+	path := filepath.Join(e.storageRoot, "overlay-containers", "containers.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cs []storageContainer
+	if err := json.Unmarshal(data, &cs); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return cs, nil
 }
 
 // ipamOwners returns the container IDs that hold an IP in the env's

@@ -228,7 +228,7 @@ func (e *env) requireLeakCheckerSees(t *testing.T, ids ...string) {
 			pids[l.pid] = true
 		}
 	}
-	for _, k := range []string{"netns", "mount", "veth", "ipam", "cni-cache", "process", "iptables", "cgroup"} {
+	for _, k := range []string{"netns", "mount", "veth", "ipam", "cni-cache", "process", "iptables", "cgroup", "storage"} {
 		if kinds[k] < len(ids) {
 			t.Errorf("leak checker control: %d %s resources seen for %d live pods, want at least %d", kinds[k], k, len(ids), len(ids))
 		}
