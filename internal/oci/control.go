@@ -191,3 +191,29 @@ func OOMKilled(bundle string) bool {
 	_, err := os.Stat(filepath.Join(bundle, oomFile))
 	return err == nil
 }
+
+// Pids returns the host pids of the processes in container id (`runtime
+// ps`), for stats. A stopped container has none; an unknown ID gives an
+// error wrapping errdefs.ErrNotFound.
+func (r *Runtime) Pids(ctx context.Context, id string) ([]int, error) {
+	if err := validateID(id); err != nil {
+		return nil, err
+	}
+	out, err := r.runtimeCmd(ctx, "ps", "--format", "json", id)
+	if err != nil {
+		if r.isNotExist(err, id) {
+			return nil, fmt.Errorf("processes of container %s: %w", id, errdefs.ErrNotFound)
+		}
+		if st, stErr := r.State(ctx, id); stErr == nil && st.Status == StatusStopped {
+			return nil, nil
+		} else if errdefs.IsNotFound(stErr) {
+			return nil, fmt.Errorf("processes of container %s: %w", id, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("processes of container %s: %w", id, err)
+	}
+	var pids []int // runc prints null for none
+	if err := json.Unmarshal(out, &pids); err != nil {
+		return nil, fmt.Errorf("processes of container %s: parse runtime output: %w", id, err)
+	}
+	return pids, nil
+}

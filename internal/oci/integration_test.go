@@ -104,7 +104,7 @@ func (e *testEnv) bundle(id string, mutate func(*specs.Spec), args ...string) st
 		}
 	}
 	// One hard link per applet, as in the official busybox image.
-	for _, applet := range []string{"busybox", "sh", "sleep", "echo"} {
+	for _, applet := range []string{"busybox", "sh", "sleep", "echo", "true", "cat", "id"} {
 		if err := os.Link(e.busybox, filepath.Join(rootfs, "bin", applet)); err != nil {
 			e.t.Fatal(err)
 		}

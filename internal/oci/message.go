@@ -122,17 +122,26 @@ func truncateMiddle(s string, n int) string {
 }
 
 // cappedBuffer is an io.Writer that keeps the first max bytes written to it
-// and discards the rest, so a runaway child cannot grow the daemon.
+// and discards the rest, so a runaway child cannot grow the daemon. It
+// never fails a write: a child blocked on a full pipe would hang.
 type cappedBuffer struct {
-	max int
-	buf []byte
+	max       int
+	buf       []byte
+	truncated bool // bytes were discarded
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - len(b.buf); room > 0 {
+	room := b.max - len(b.buf)
+	if room > 0 {
 		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	if len(p) > room {
+		b.truncated = true
 	}
 	return len(p), nil
 }
 
 func (b *cappedBuffer) Bytes() []byte { return b.buf }
+
+// Truncated reports whether anything was discarded.
+func (b *cappedBuffer) Truncated() bool { return b.truncated }

@@ -14,7 +14,12 @@
 //	<bundle>/pidfile         the container init's pid (runtime --pid-file)
 //	<bundle>/exit            a copy of the exit code (conmon --persist-dir)
 //	<bundle>/oom             created by conmon when the container's memory cgroup reports an OOM kill
-//	<bundle>/attach, ctl, winsz  conmon's attach socket and control fifos
+//	<bundle>/attach, ctl, winsz  conmon's attach socket and control fifos (ReopenLog
+//	                         writes to ctl)
+//	<bundle>/.exec-*/        one per ExecSync under way: the process spec, the
+//	                         runtime's pid file and log; removed when it ends
+//	<bundle>/config.json     read by ExecSync for the container's process settings;
+//	                         Update rewrites its linux.resources (atomically)
 //
 // conmon is started in its own process group and double-forks, so it is
 // not a child of the daemon and outlives it; the daemon only reaps the
@@ -24,6 +29,7 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -207,11 +213,19 @@ func (e *runtimeError) Unwrap() error { return e.err }
 // runtimeCmd runs `<runtime> --root <root> op args...` and returns its
 // stdout. The call is bounded by CommandTimeout.
 func (r *Runtime) runtimeCmd(ctx context.Context, op string, args ...string) ([]byte, error) {
+	return r.runtimeCmdInput(ctx, nil, op, args...)
+}
+
+// runtimeCmdInput is runtimeCmd with stdin (nil: /dev/null).
+func (r *Runtime) runtimeCmdInput(ctx context.Context, stdin []byte, op string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CommandTimeout)
 	defer cancel()
 
 	argv := append([]string{"--root", r.cfg.RuntimeRoot, op}, args...)
 	cmd := exec.CommandContext(ctx, r.cfg.RuntimePath, argv...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var stdout, stderr cappedBuffer
 	stdout.max, stderr.max = 1<<20, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/network"
@@ -279,3 +281,13 @@ func (f *fakeImages) count() int {
 func (f *fakeImages) RootfsUsage(ctx context.Context, id string) (image.FsUsage, error) {
 	return image.FsUsage{UsedBytes: 4096, InodesUsed: 1}, nil
 }
+
+func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error) {
+	return oci.ExecResult{Stdout: []byte("ok\n")}, nil
+}
+
+func (f *fakeRuntime) Update(ctx context.Context, id string, r *specs.LinuxResources) error {
+	return nil
+}
+
+func (f *fakeRuntime) ReopenLog(ctx context.Context, id string) error { return nil }

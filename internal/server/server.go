@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -62,6 +63,9 @@ type Runtime interface {
 	State(ctx context.Context, id string) (oci.State, error)
 	Exited(id string) (oci.ExitStatus, bool, error)
 	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
+	ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error)
+	Update(ctx context.Context, id string, r *specs.LinuxResources) error
+	ReopenLog(ctx context.Context, id string) error
 }
 
 // Options are the server's dependencies and settings.

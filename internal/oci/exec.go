@@ -1,0 +1,526 @@
+package oci
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+)
+
+// ExecSync runs the runtime's exec directly rather than through conmon
+// (CRI-O's `conmon --exec --exec-process-spec -T`):
+//
+//   - stdout and stderr come straight from two pipes into bounded
+//     buffers; conmon would write them to a CRI-format log file that has
+//     to be parsed back, and a sync pipe protocol on top;
+//   - a probe costs one runtime process, not conmon plus its double fork;
+//   - conmon's -T takes whole seconds (g_timeout_add_seconds) and on
+//     expiry kills only the exec'd pid, not what it started; here the
+//     timeout is a time.Duration and the whole process group is killed.
+//
+// The price: the daemon is runc's parent, so if the daemon dies during an
+// exec nobody enforces its timeout; the process runs to its end and runc
+// with it. And only the process's parent learns its exit status: that is
+// runc (the daemon must not be a child subreaper, see the package doc),
+// which in the foreground copies the process's output through pipes of
+// its own and exits only once they are closed. So, as with `runc exec`
+// and `docker exec`, the call lasts until the process has exited and
+// closed its output: a child it left in the background still holding
+// stdout keeps the call open until the Timeout, which kills the process's
+// group, that child included. A child that detaches (its own session,
+// output redirected) is left alone. conmon (a subreaper, as CRI-O uses
+// it) returns when the process exits; that is worth its cost for execs
+// that must outlive the daemon (streaming exec), not for ExecSync.
+
+// MaxExecOutput caps each of ExecResult.Stdout and Stderr; the rest is
+// read and discarded, and the result says that it was truncated.
+const MaxExecOutput = 16 << 20
+
+const (
+	// execKillGrace bounds each step of killing a timed-out exec: waiting
+	// for the runtime to report the process's pid, and waiting for the
+	// runtime to exit once the process is dead.
+	execKillGrace = 2 * time.Second
+	// execOutputGrace is how long ExecSync keeps reading output after the
+	// runtime exited. A process that left a child behind holding stdout
+	// (`daemon &`) would otherwise keep the pipe, and the call, open.
+	execOutputGrace = time.Second
+)
+
+// ExecOptions describes one process to run in a running container.
+type ExecOptions struct {
+	// Args is the command line; Args[0] is looked up in the container's
+	// PATH. Required.
+	Args []string
+	// Env is added to the container's environment ("NAME=value"); an
+	// entry replaces the container's variable of the same name.
+	Env []string
+	// Cwd is the absolute working directory; "" means the container's.
+	Cwd string
+	// User runs the process as another user; nil means the container's.
+	User *specs.User
+	// Timeout kills the process, and what it started, after this long;
+	// 0 means no timeout (ctx still bounds the call).
+	Timeout time.Duration
+}
+
+// ExecResult is how an exec'd process ended.
+type ExecResult struct {
+	// Stdout and Stderr are the process's output, at most MaxExecOutput
+	// bytes each.
+	Stdout, Stderr []byte
+	// StdoutTruncated and StderrTruncated report output beyond
+	// MaxExecOutput that was discarded.
+	StdoutTruncated, StderrTruncated bool
+	// ExitCode is the process's exit status, 128+signal when a signal
+	// ended it, and -1 when it timed out.
+	ExitCode int32
+	// TimedOut is set when ExecOptions.Timeout expired and the process
+	// was killed. As CRI-O does (and unlike containerd, which returns an
+	// error), this is a result, not an error: ExitCode is -1 and the
+	// output is what the process wrote until then. The CRI layer may add
+	// a "command timed out" message to Stderr as CRI-O does.
+	TimedOut bool
+}
+
+// ExecSync runs a process in container id, which must be running, and
+// waits for it. The process gets the container's process settings from
+// the bundle's config.json (environment, working directory, user,
+// capabilities, no_new_privileges, rlimits, AppArmor and SELinux labels),
+// without a terminal, with ExecOptions applied on top, and stdin from
+// /dev/null.
+//
+// An unknown ID gives an error wrapping errdefs.ErrNotFound, a container
+// that is not running errdefs.ErrFailedPrecondition. A process that runs
+// and exits, whatever its status, is a result; an error means that it
+// could not be started, or that ctx ended, in which case the process was
+// killed as on a timeout.
+func (r *Runtime) ExecSync(ctx context.Context, id string, opts ExecOptions) (ExecResult, error) {
+	if err := validateID(id); err != nil {
+		return ExecResult{}, err
+	}
+	if err := opts.validate(); err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	st, err := r.State(ctx, id)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	if st.Status != StatusRunning {
+		return ExecResult{}, fmt.Errorf("exec in container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
+	}
+	spec, err := readSpec(st.Bundle)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	proc, err := execProcess(spec.Process, opts)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+
+	// The bundle belongs to the container and is writable; a crash leaves
+	// at most a small directory there, removed with the bundle.
+	dir, err := os.MkdirTemp(st.Bundle, ".exec-")
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	defer os.RemoveAll(dir)
+	files := execFilesIn(dir)
+	data, err := json.Marshal(proc)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	if err := os.WriteFile(files.process, data, 0o600); err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+
+	res, runtimeMsg, err := r.runExec(ctx, id, files, opts.Timeout)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	if runtimeMsg != "" {
+		// The runtime failed before or while starting the process. The
+		// container may have stopped since the state check.
+		if st, stErr := r.State(ctx, id); errdefs.IsNotFound(stErr) {
+			return ExecResult{}, fmt.Errorf("exec in container %s: %s: %w", id, runtimeMsg, errdefs.ErrNotFound)
+		} else if stErr == nil && st.Status != StatusRunning {
+			return ExecResult{}, fmt.Errorf("exec in container %s: container is %s: %s: %w", id, st.Status, runtimeMsg, errdefs.ErrFailedPrecondition)
+		}
+		return ExecResult{}, fmt.Errorf("exec in container %s: runtime exec: %s (exit status %d)", id, runtimeMsg, res.ExitCode)
+	}
+	return res, nil
+}
+
+func (o ExecOptions) validate() error {
+	if len(o.Args) == 0 || o.Args[0] == "" {
+		return fmt.Errorf("no command: %w", errdefs.ErrInvalidArgument)
+	}
+	if o.Cwd != "" && !filepath.IsAbs(o.Cwd) {
+		return fmt.Errorf("working directory %q is not absolute: %w", o.Cwd, errdefs.ErrInvalidArgument)
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("negative timeout: %w", errdefs.ErrInvalidArgument)
+	}
+	for _, kv := range o.Env {
+		if name, _, _ := strings.Cut(kv, "="); name == "" {
+			return fmt.Errorf("environment entry %q has no name: %w", kv, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// readSpec reads the bundle's config.json.
+func readSpec(bundle string) (*specs.Spec, error) {
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", filepath.Join(bundle, "config.json"), err)
+	}
+	return &spec, nil
+}
+
+// execProcess builds the process spec of an exec from the container's
+// own, as containerd does: a copy of the whole process, so that the exec
+// runs with the container's security settings, with the command, a
+// terminal-less stdio and the options on top.
+func execProcess(base *specs.Process, opts ExecOptions) (*specs.Process, error) {
+	if base == nil {
+		return nil, errors.New("config.json has no process")
+	}
+	p := *base
+	p.Terminal = false
+	p.ConsoleSize = nil
+	p.Args = append([]string(nil), opts.Args...)
+	p.CommandLine = ""
+	p.Env = mergeEnv(base.Env, opts.Env)
+	if opts.Cwd != "" {
+		p.Cwd = opts.Cwd
+	}
+	if p.Cwd == "" {
+		p.Cwd = "/"
+	}
+	if opts.User != nil {
+		p.User = *opts.User
+		p.User.AdditionalGids = append([]uint32(nil), opts.User.AdditionalGids...)
+	}
+	return &p, nil
+}
+
+// mergeEnv returns base with extra applied: an entry replaces the one of
+// the same name, or is appended. Duplicates would be ambiguous: the C
+// library's getenv returns the first.
+func mergeEnv(base, extra []string) []string {
+	env := append([]string(nil), base...)
+	index := make(map[string]int, len(env))
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, dup := index[name]; !dup {
+			index[name] = i
+		}
+	}
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		if i, ok := index[name]; ok {
+			env[i] = kv
+			continue
+		}
+		index[name] = len(env)
+		env = append(env, kv)
+	}
+	return env
+}
+
+// execFiles are the files of one exec, in a directory of its own.
+type execFiles struct {
+	process string // the process spec, --process
+	pid     string // written by the runtime once the process runs, --pid-file
+	log     string // the runtime's own messages, JSON lines, --log
+}
+
+func execFilesIn(dir string) execFiles {
+	return execFiles{
+		process: filepath.Join(dir, "process.json"),
+		pid:     filepath.Join(dir, "pid"),
+		log:     filepath.Join(dir, "runtime.log"),
+	}
+}
+
+// execArgs builds the runtime's command line for an exec. --log keeps the
+// runtime's warnings out of the process's stderr, which the runtime hands
+// to the process as its own, and tells runtime failures from the
+// process's exit status.
+func execArgs(cfg Config, id string, files execFiles) []string {
+	return []string{
+		"--root", cfg.RuntimeRoot,
+		"--log", files.log,
+		"--log-format", "json",
+		"exec",
+		"--process", files.process,
+		"--pid-file", files.pid,
+		id,
+	}
+}
+
+// runExec runs the runtime's exec and waits for it, killing the process
+// on timeout or when ctx ends. runtimeMsg is set when the runtime itself
+// failed; res.ExitCode is then the runtime's exit status.
+func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeout time.Duration) (res ExecResult, runtimeMsg string, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return ExecResult{}, "", err
+	}
+	defer outR.Close()
+	defer outW.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return ExecResult{}, "", err
+	}
+	defer errR.Close()
+	defer errW.Close()
+
+	// runc copies the process's stdout and stderr to its own.
+	cmd := exec.Command(r.cfg.RuntimePath, execArgs(r.cfg, id, files)...)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	// As in runtimeCmd: a signal to the daemon's process group must not
+	// reach the runtime.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return ExecResult{}, "", fmt.Errorf("start runtime exec: %w", err)
+	}
+	outW.Close()
+	errW.Close()
+
+	stdout := &cappedBuffer{max: MaxExecOutput}
+	stderr := &cappedBuffer{max: MaxExecOutput}
+	outDone, errDone := make(chan struct{}), make(chan struct{})
+	go func() { _, _ = io.Copy(stdout, outR); close(outDone) }()
+	go func() { _, _ = io.Copy(stderr, errR); close(errDone) }()
+	// Whatever happens below, the readers are stopped before returning.
+	defer func() {
+		drainOutput(outR, outDone, errR, errDone)
+		res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
+		res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
+	}()
+
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-timer:
+		log.G(ctx).Debug("exec timed out, killing it", "id", id, "timeout", timeout)
+		if err := killExec(ctx, cmd.Process, files.pid, exited); err != nil {
+			return ExecResult{}, "", err
+		}
+		return ExecResult{ExitCode: -1, TimedOut: true}, "", nil
+	case <-ctx.Done():
+		if err := killExec(ctx, cmd.Process, files.pid, exited); err != nil {
+			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
+		}
+		return ExecResult{}, "", ctx.Err()
+	}
+
+	code, err := exitCode(waitErr)
+	if err != nil {
+		return ExecResult{}, "", fmt.Errorf("runtime exec: %w", err)
+	}
+	if code != 0 {
+		// runc exits with the process's status; it logs an error only when
+		// it failed itself (then with status 255 or 1).
+		runtimeMsg = runtimeLogErrors(files.log)
+	}
+	return ExecResult{ExitCode: code}, runtimeMsg, nil
+}
+
+// drainOutput gives the readers execOutputGrace to reach the end of
+// their pipes, then cuts them off. runc exits only after its output is
+// closed, so this only matters for a runtime that hands the process the
+// pipes themselves, where a child left behind could hold them open.
+func drainOutput(outR *os.File, outDone <-chan struct{}, errR *os.File, errDone <-chan struct{}) {
+	grace := time.NewTimer(execOutputGrace)
+	defer grace.Stop()
+	for _, done := range []<-chan struct{}{outDone, errDone} {
+		select {
+		case <-done:
+		case <-grace.C:
+			// Both at once: the timer fires only once.
+			_ = outR.SetReadDeadline(time.Now())
+			_ = errR.SetReadDeadline(time.Now())
+			<-outDone
+			<-errDone
+			return
+		}
+	}
+}
+
+// exitCode turns the runtime's wait result into an exit status: its own
+// exit code, which is the process's (runc reports a signal as 128+signal
+// itself), or 128+signal if the runtime was killed.
+func exitCode(waitErr error) (int32, error) {
+	if waitErr == nil {
+		return 0, nil
+	}
+	var exitErr *exec.ExitError
+	if !errors.As(waitErr, &exitErr) {
+		return 0, waitErr
+	}
+	if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return int32(128 + ws.Signal()), nil
+	}
+	return int32(exitErr.ExitCode()), nil
+}
+
+// killExec kills a timed-out or cancelled exec: the process the runtime
+// started and its process group, after which the runtime reaps it, sees
+// its output closed and exits by itself. Killing the runtime alone would
+// not do: the process lives in the container, not under it. The runtime
+// is killed only if it did not start the process, or does not exit, in
+// time. It returns once the runtime has been reaped.
+func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <-chan error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	// runc writes the pid file right after starting the process; before
+	// that there is nothing in the container to kill.
+	deadline := time.Now().Add(execKillGrace)
+	killed := false
+	for time.Now().Before(deadline) {
+		if !killed {
+			if pid, err := readPidFile(pidFile); err == nil {
+				killExecGroup(pid, runtime.Pid)
+				killed = true
+				deadline = time.Now().Add(execKillGrace)
+			}
+		}
+		select {
+		case <-exited:
+			return nil
+		case <-tick.C:
+		case <-ctx.Done():
+			deadline = time.Now()
+		}
+	}
+	if !killed {
+		log.G(ctx).Warn("runtime exec did not report the process's pid, killing the runtime", "runtime_pid", runtime.Pid)
+	}
+	_ = runtime.Kill()
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(execKillGrace):
+		return fmt.Errorf("runtime exec %d still running after SIGKILL", runtime.Pid)
+	}
+}
+
+// killExecGroup sends SIGKILL to the exec'd process at pid and to its
+// process group. runc makes the process a session and group leader
+// (setsid), so the group is pid and holds what the process started, like
+// the sleep under `sh -c "sleep 10; echo"`, or a background child that
+// still holds the output after the process exited.
+//
+// The kernel reuses a number only once no process and no group uses it.
+// So while pid is the runtime's child (runc's exec stays the parent and
+// reaps it), pid and group pid are the exec's; once it is reaped, group
+// pid is still the exec's while it has members, and empty otherwise. Only
+// a different process at pid (ppid not the runtime) means the number was
+// freed and reused: then there is nothing of the exec's left to kill.
+func killExecGroup(pid, runtimePid int) {
+	ppid, pgid, err := parentAndGroup(pid)
+	switch {
+	case err == nil && ppid == runtimePid:
+		if pgid == pid {
+			_ = unix.Kill(-pid, unix.SIGKILL)
+		}
+		_ = unix.Kill(pid, unix.SIGKILL)
+	case err != nil:
+		// Reaped: what the runtime still waits for is in the group.
+		_ = unix.Kill(-pid, unix.SIGKILL)
+	}
+}
+
+// parentAndGroup reads the parent pid and process group of pid from
+// /proc/<pid>/stat.
+func parentAndGroup(pid int) (ppid, pgid int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseStatParentGroup(b)
+}
+
+// parseStatParentGroup parses "pid (comm) state ppid pgrp ...". comm may
+// hold spaces and parentheses, so the fields start after the last ")".
+func parseStatParentGroup(stat []byte) (ppid, pgid int, err error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("bad stat %q", stat)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 3 {
+		return 0, 0, fmt.Errorf("bad stat %q", stat)
+	}
+	if ppid, err = strconv.Atoi(f[1]); err != nil {
+		return 0, 0, err
+	}
+	if pgid, err = strconv.Atoi(f[2]); err != nil {
+		return 0, 0, err
+	}
+	return ppid, pgid, nil
+}
+
+// runtimeLogErrors returns the error messages in a runtime log written
+// with --log-format json, joined, or "" if there are none.
+func runtimeLogErrors(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	return parseRuntimeLog(io.LimitReader(f, 1<<20))
+}
+
+func parseRuntimeLog(r io.Reader) string {
+	var msgs []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 256<<10)
+	for sc.Scan() {
+		var entry struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if json.Unmarshal(sc.Bytes(), &entry) != nil {
+			continue
+		}
+		if (entry.Level == "error" || entry.Level == "fatal") && entry.Msg != "" {
+			msgs = append(msgs, entry.Msg)
+		}
+	}
+	return truncateMiddle(strings.Join(msgs, "; "), maxMessageLen)
+}

@@ -1,0 +1,114 @@
+package oci
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMergeSpecResources(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, patch, want string
+		bad                    bool
+	}{
+		{
+			name:  "merged field by field",
+			doc:   `{"ociVersion":"1.0.2","linux":{"cgroupsPath":"/p/c","resources":{"devices":[{"allow":false,"access":"rwm"}],"memory":{"limit":100,"swap":200},"pids":{"limit":10}}}}`,
+			patch: `{"memory":{"limit":300},"cpu":{"shares":512}}`,
+			want:  `{"linux":{"cgroupsPath":"/p/c","resources":{"cpu":{"shares":512},"devices":[{"access":"rwm","allow":false}],"memory":{"limit":300,"swap":200},"pids":{"limit":10}}},"ociVersion":"1.0.2"}`,
+		},
+		{
+			name:  "no resources yet",
+			doc:   `{"linux":{}}`,
+			patch: `{"memory":{"limit":1}}`,
+			want:  `{"linux":{"resources":{"memory":{"limit":1}}}}`,
+		},
+		{
+			name:  "no linux section",
+			doc:   `{"process":{"args":["sh"]}}`,
+			patch: `{"pids":{"limit":5}}`,
+			want:  `{"linux":{"resources":{"pids":{"limit":5}}},"process":{"args":["sh"]}}`,
+		},
+		{
+			name:  "64-bit numbers and unknown fields kept",
+			doc:   `{"linux":{"resources":{"memory":{"limit":9223372036854771712}},"futureField":{"x":18446744073709551615}}}`,
+			patch: `{"cpu":{"quota":-1,"period":100000},"unified":{"memory.high":"max"}}`,
+			want:  `{"linux":{"futureField":{"x":18446744073709551615},"resources":{"cpu":{"period":100000,"quota":-1},"memory":{"limit":9223372036854771712},"unified":{"memory.high":"max"}}}}`,
+		},
+		{
+			name:  "lists replaced",
+			doc:   `{"linux":{"resources":{"hugepageLimits":[{"pageSize":"2MB","limit":1},{"pageSize":"1GB","limit":2}]}}}`,
+			patch: `{"hugepageLimits":[{"pageSize":"2MB","limit":3}]}`,
+			want:  `{"linux":{"resources":{"hugepageLimits":[{"limit":3,"pageSize":"2MB"}]}}}`,
+		},
+		{name: "bad spec", doc: `{"linux":`, patch: `{}`, bad: true},
+		{name: "spec not an object", doc: `null`, patch: `{}`, bad: true},
+		{name: "bad patch", doc: `{}`, patch: `[1]`, bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := mergeSpecResources([]byte(tc.doc), []byte(tc.patch))
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("mergeSpecResources succeeded: %s", out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Compare compactly: the output is indented.
+			var compact strings.Builder
+			dec := json.NewDecoder(strings.NewReader(string(out)))
+			dec.UseNumber()
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			enc := json.NewEncoder(&compact)
+			if err := enc.Encode(v); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(compact.String()); got != tc.want {
+				t.Errorf("merged =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUpdateSpecResourcesAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(path, []byte(`{"ociVersion":"1.0.2"}`), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateSpecResources(path, []byte(`{"memory":{"limit":42}}`)); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := readSpec(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Version != "1.0.2" || spec.Linux == nil || spec.Linux.Resources == nil || *spec.Linux.Resources.Memory.Limit != 42 {
+		t.Errorf("spec after update = %+v", spec)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode after update = %v, %v; want 0640", fi.Mode(), err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("files left beside config.json: %v", entries)
+	}
+	// A bad patch leaves the file as it was.
+	before, _ := os.ReadFile(path)
+	if err := updateSpecResources(path, []byte(`nope`)); err == nil {
+		t.Error("bad patch accepted")
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("config.json changed by a failed update")
+	}
+	if err := updateSpecResources(filepath.Join(dir, "missing.json"), []byte(`{}`)); err == nil {
+		t.Error("update of a missing file succeeded")
+	}
+}
