@@ -225,6 +225,10 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if err != nil {
 		return nil, err
 	}
+	host, err := server.DetectHost(cg.Mode() == cgroups.V2, minScore)
+	if err != nil {
+		return nil, fmt.Errorf("detect host: %w", err)
+	}
 	srv, err := server.New(server.Options{
 		Config:         cfg,
 		DB:             db,
@@ -235,6 +239,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Failpoints:     fps,
 		Images:         images,
 		Cgroups:        cg,
+		Host:           host,
 		PauseBinary:    pauseBin,
 		MinOOMScoreAdj: minScore,
 	})

@@ -39,7 +39,10 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		},
 		SupplementalGroups: sc.GetSupplementalGroups(),
 		Privileged:         sc.GetPrivileged(),
-		Annotations:        cfg.GetAnnotations(),
+		// A privileged pod gets what the daemon has, not every capability
+		// (CAP_SYS_RESOURCE may be missing, as on HOST-NOTES' VM).
+		Capabilities: s.host.Capabilities,
+		Annotations:  cfg.GetAnnotations(),
 	}
 	if sc.GetRunAsUser() != nil {
 		v := sc.GetRunAsUser().GetValue()

@@ -28,6 +28,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/store"
 )
 
@@ -82,6 +83,8 @@ type Options struct {
 	Images      ImageStore
 	// Cgroups reads cgroup statistics; nil disables stats.
 	Cgroups CgroupReader
+	// Host are the host facts container specs depend on (DetectHost).
+	Host specgen.Host
 	// PauseBinary is the static pause program the default pause image is
 	// made from when it cannot be pulled.
 	PauseBinary string
@@ -103,6 +106,7 @@ type Server struct {
 	failpoints  *failpoint.Set
 	images      ImageStore
 	cgroups     CgroupReader
+	host        specgen.Host
 	stats       statsCache
 	pauseBinary string
 	minOOMScore *int
@@ -135,6 +139,7 @@ func New(opts Options) (*Server, error) {
 		failpoints:  opts.Failpoints,
 		images:      opts.Images,
 		cgroups:     opts.Cgroups,
+		host:        opts.Host,
 		pauseBinary: opts.PauseBinary,
 		minOOMScore: opts.MinOOMScoreAdj,
 		index:       sandbox.NewIndex(),

@@ -1,6 +1,10 @@
 // Package specgen turns plain descriptions of pods and containers into OCI
-// runtime specs. Its functions are pure: they read no files and touch no
-// host state, so every translation is covered by table tests.
+// runtime specs. SandboxSpec and ContainerSpec are pure: they read no files
+// and touch no host state, so every translation is covered by table tests.
+// The few functions that must look at the host are kept apart: ResolveUser
+// reads a container's /etc/passwd and /etc/group (user.go, rootfs.go);
+// DeviceFromHost, HostDevices and CurrentCapabilities read /dev and /proc
+// (host.go).
 package specgen
 
 import (
@@ -26,7 +30,8 @@ const (
 	defaultSandboxOOMScoreAdjust = -998
 )
 
-// File is a file the sandbox sees at Dest, bind-mounted read-only from Source.
+// File is a host file bound at Dest: read-only in the sandbox, read-write
+// in its containers unless their rootfs is read-only (see Container.Files).
 type File struct {
 	Source, Dest string
 }
@@ -58,6 +63,10 @@ type Sandbox struct {
 	RunAsUser, RunAsGroup *int64
 	SupplementalGroups    []int64
 	Privileged            bool
+	// Capabilities are those a privileged sandbox gets: the daemon's
+	// bounding set (CurrentCapabilities). Nil means every known one, which
+	// fails on a host whose daemon lacks some (CAP_SYS_RESOURCE here).
+	Capabilities []string
 	// CPUShares, CPUQuota, CPUPeriod and MemoryLimit are the pod's resource
 	// totals, set on the sandbox so VM runtimes can size the VM.
 	CPUShares   uint64
@@ -91,7 +100,7 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 		s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, uint32(g))
 	}
 	if sb.Privileged {
-		s.Process.Capabilities = allCapabilities()
+		s.Process.Capabilities = allCapabilities(sb.Capabilities)
 		s.Linux.MaskedPaths = nil
 		s.Linux.ReadonlyPaths = nil
 	}
@@ -188,9 +197,19 @@ func capabilitySet(caps []string) *specs.LinuxCapabilities {
 	}
 }
 
-func allCapabilities() *specs.LinuxCapabilities { return capabilitySet(knownCapabilities) }
+// allCapabilities is the set a privileged container gets: the daemon's own
+// bounding set when known (see CurrentCapabilities), as containerd does —
+// a runtime started by a daemon without CAP_SYS_RESOURCE cannot grant it —
+// else every capability this package knows.
+func allCapabilities(current []string) *specs.LinuxCapabilities {
+	if current == nil {
+		current = knownCapabilities
+	}
+	return capabilitySet(current)
+}
 
-// knownCapabilities are the capabilities of Linux 5.9+.
+// knownCapabilities are the capabilities of Linux 5.9+, in the order of
+// their numbers.
 var knownCapabilities = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
 	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
@@ -210,7 +229,7 @@ func baseSpec() *specs.Spec {
 		Version: specs.Version,
 		Process: &specs.Process{
 			Cwd:          "/",
-			Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Env:          []string{defaultPath},
 			Capabilities: capabilitySet(defaultCapabilities),
 			// No rlimits: the process inherits the runtime's, as with
 			// containerd; raising them needs CAP_SYS_RESOURCE.
@@ -224,14 +243,22 @@ func baseSpec() *specs.Spec {
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		},
 		Linux: &specs.Linux{
-			MaskedPaths: []string{
-				"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-				"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
-				"/sys/firmware", "/sys/devices/virtual/powercap",
-			},
-			ReadonlyPaths: []string{
-				"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
-			},
+			MaskedPaths:   defaultMaskedPaths(),
+			ReadonlyPaths: defaultReadonlyPaths(),
 		},
 	}
+}
+
+// defaultMaskedPaths are containerd's default masked paths.
+func defaultMaskedPaths() []string {
+	return []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+		"/sys/firmware", "/sys/devices/virtual/powercap",
+	}
+}
+
+// defaultReadonlyPaths are containerd's default read-only paths.
+func defaultReadonlyPaths() []string {
+	return []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 }

@@ -171,3 +171,16 @@ func TestSandboxSpecRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxSpecPrivilegedHostCapabilities(t *testing.T) {
+	sb := base()
+	sb.Privileged = true
+	sb.Capabilities = []string{"CAP_SYS_ADMIN", "CAP_CHOWN"}
+	s, err := SandboxSpec(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Process.Capabilities.Bounding; len(got) != 2 || got[0] != "CAP_CHOWN" || got[1] != "CAP_SYS_ADMIN" {
+		t.Fatalf("privileged sandbox capabilities %v, want the host's", got)
+	}
+}

@@ -1,0 +1,217 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// CreateContainer creates a container in a ready pod: its own overlay root
+// filesystem from the image, the OCI spec joining the pod's namespaces
+// (network = the sandbox key), and the runtime's container under conmon,
+// which writes the CRI log. The container is not started.
+func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	cfg := req.GetConfig()
+	if err := validateContainerConfig(cfg); err != nil {
+		return nil, err
+	}
+	sb, err := s.index.Get(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	// Read-locked for the whole create: StopPodSandbox takes the write
+	// lock, so no container appears in a pod that is stopping.
+	sb.StopMu.RLock()
+	defer sb.StopMu.RUnlock()
+	sbRec := sb.Record()
+	if sbRec.State != sandbox.StateReady || sbRec.Stopping {
+		return nil, fmt.Errorf("pod sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+	sbCfg := req.GetSandboxConfig()
+	if sbCfg == nil {
+		sbCfg = &runtimeapi.PodSandboxConfig{}
+		if err := protojson.Unmarshal(sbRec.Config, sbCfg); err != nil {
+			return nil, fmt.Errorf("decode sandbox config: %w", err)
+		}
+	}
+
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	name := containerName(cfg.GetMetadata(), sbRec.Metadata)
+	ctx = log.With(ctx, "container", id, "containerName", name)
+	if err := s.containers.Reserve(name, id); err != nil {
+		return nil, err
+	}
+	c, err := s.createContainer(ctx, id, name, sbRec, sbCfg, cfg)
+	if err != nil {
+		s.containers.Release(name, id)
+		return nil, err
+	}
+	s.containers.Add(c)
+	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+func (s *Server) createContainer(ctx context.Context, id, name string, sbRec sandbox.Record, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (_ *container.Container, retErr error) {
+	var rb rollback
+	rt, err := s.runtimeFor(sbRec.RuntimeHandler)
+	if err != nil {
+		return nil, err
+	}
+	img, err := s.images.Status(ctx, storageRef(cfg.GetImage().GetImage()))
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("image %q is not present: %w", cfg.GetImage().GetImage(), errdefs.ErrNotFound)
+		}
+		return nil, err
+	}
+
+	raw, err := protojson.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode container config: %w", err)
+	}
+	parent := sbCfg.GetLinux().GetCgroupParent()
+	if parent == "" {
+		parent = s.cfg.DefaultCgroupParent
+	}
+	rec := container.Record{
+		ID:          id,
+		Name:        name,
+		SandboxID:   sbRec.ID,
+		MetaName:    cfg.GetMetadata().GetName(),
+		Attempt:     cfg.GetMetadata().GetAttempt(),
+		Image:       img.ID,
+		ImageRef:    cfg.GetImage().GetImage(),
+		State:       container.StateCreating,
+		CreatedAt:   time.Now(),
+		Labels:      cfg.GetLabels(),
+		Annotations: cfg.GetAnnotations(),
+		Dir:         filepath.Join(s.cfg.Root, "containers", id),
+		CgroupPath:  parent + "/podbay-" + id,
+		StopSignal:  img.Config.StopSignal,
+		Config:      raw,
+	}
+	if lp := cfg.GetLogPath(); lp != "" && sbCfg.GetLogDirectory() != "" {
+		rec.LogPath = filepath.Join(sbCfg.GetLogDirectory(), lp)
+	}
+	for _, m := range cfg.GetMounts() {
+		rec.Mounts = append(rec.Mounts, container.Mount{
+			ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
+			Propagation: m.GetPropagation().String(), SelinuxRelabel: m.GetSelinuxRelabel(),
+		})
+	}
+	c := container.New(rec)
+
+	// Persisted before the host is touched; a restart undoes a creating
+	// record.
+	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
+		return nil, fmt.Errorf("persist container %s: %w", id, err)
+	}
+	defer func() {
+		if retErr != nil && rb.failed {
+			s.finishContainerUndo(id)
+		}
+	}()
+	defer rb.onError(ctx, &retErr, "delete container record", func(context.Context) error {
+		return s.db.Delete(containerBucket, id)
+	})
+	if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create container dir: %w", err)
+	}
+	defer rb.onError(ctx, &retErr, "remove container dir", func(context.Context) error {
+		return os.RemoveAll(rec.Dir)
+	})
+
+	defer rb.onError(ctx, &retErr, "remove container root filesystem", func(ctx context.Context) error {
+		return s.images.RemoveRootfs(ctx, id)
+	})
+	rootfs, err := s.images.CreateRootfs(ctx, id, img.ID, image.RootfsOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create container root filesystem: %w", err)
+	}
+
+	spec, err := s.containerSpec(ctx, c.Record(), sbRec, sbCfg, cfg, img, rootfs)
+	if err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(rec.Dir, "bundle")
+	if err := writeBundle(bundle, spec); err != nil {
+		return nil, err
+	}
+	if rec.LogPath != "" {
+		if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o755); err != nil {
+			return nil, fmt.Errorf("create log dir: %w", err)
+		}
+	}
+
+	rec = c.Update(func(r *container.Record) { r.RuntimeCreated = true })
+	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
+		return nil, fmt.Errorf("persist container %s: %w", id, err)
+	}
+	defer rb.onError(ctx, &retErr, "delete runtime container", func(ctx context.Context) error {
+		return rt.Delete(ctx, id)
+	})
+	pid, err := rt.Create(ctx, oci.CreateOptions{
+		ID:           id,
+		BundleDir:    bundle,
+		LogPath:      rec.LogPath,
+		Terminal:     cfg.GetTty(),
+		Stdin:        cfg.GetStdin(),
+		StdinOnce:    cfg.GetStdinOnce(),
+		ConmonCgroup: s.conmonCgroup(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	if err := s.hit(ctx, "container.create"); err != nil {
+		return nil, err
+	}
+	rec = c.Update(func(r *container.Record) {
+		r.Pid = pid
+		r.State = container.StateCreated
+	})
+	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
+		return nil, fmt.Errorf("persist container %s: %w", id, err)
+	}
+	log.G(ctx).Info("container created", "image", rec.ImageRef)
+	return c, nil
+}
+
+// containerName is the kubelet-compatible unique name of a container
+// attempt.
+func containerName(md *runtimeapi.ContainerMetadata, pod sandbox.Metadata) string {
+	return fmt.Sprintf("k8s_%s_%s_%s_%s_%d", md.GetName(), pod.Name, pod.Namespace, pod.UID, md.GetAttempt())
+}
+
+func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
+	if cfg == nil {
+		return errInvalid("container config is required")
+	}
+	if cfg.GetMetadata() == nil || cfg.GetMetadata().GetName() == "" {
+		return errInvalid("container metadata name is required")
+	}
+	if n := cfg.GetMetadata().GetName(); len(n) > 253 || strings.ContainsAny(n, "/\x00") {
+		return errInvalid(fmt.Sprintf("container name %q is not valid", n))
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return errInvalid("container image is required")
+	}
+	if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") {
+		return errInvalid(fmt.Sprintf("log path %q must be relative to the pod's log directory", lp))
+	}
+	return nil
+}

@@ -1,0 +1,249 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/specgen"
+)
+
+// DetectHost reads, once, the host facts container specs depend on.
+func DetectHost(cgroupV2 bool, minOOMScoreAdj *int) (specgen.Host, error) {
+	caps, err := specgen.CurrentCapabilities()
+	if err != nil {
+		return specgen.Host{}, err
+	}
+	h := specgen.Host{CgroupV2: cgroupV2, Capabilities: caps, MinOOMScoreAdj: minOOMScoreAdj}
+	if b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled"); err == nil && strings.TrimSpace(string(b)) == "Y" {
+		h.AppArmor = true
+	}
+	if cgroupV2 {
+		// memory.swap.max exists in every non-root cgroup of kernels with
+		// swap accounting, which every distribution kernel has.
+		h.SwapControl = true
+		h.Hugetlb = strings.Contains(readString("/sys/fs/cgroup/cgroup.controllers"), "hugetlb")
+	} else {
+		h.SwapControl = fileExists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
+		// On hybrid hosts hugetlb may live on the v2 mount, where runc's
+		// v1 manager cannot reach it.
+		h.Hugetlb = fileExists("/sys/fs/cgroup/hugetlb/cgroup.procs")
+	}
+	return h, nil
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func readString(p string) string { b, _ := os.ReadFile(p); return string(b) }
+
+// containerSpec translates a CRI container config, in its pod, into
+// specgen's description, and builds the OCI spec.
+func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec sandbox.Record, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig, img *image.Image, rootfs string) (*specs.Spec, error) {
+	lc := cfg.GetLinux()
+	sc := lc.GetSecurityContext()
+
+	user, err := specgen.ResolveUser(rootfs, specgen.UserRequest{
+		ImageUser:          img.Config.User,
+		RunAsUsername:      sc.GetRunAsUsername(),
+		RunAsUser:          int64Ptr(sc.GetRunAsUser()),
+		RunAsGroup:         int64Ptr(sc.GetRunAsGroup()),
+		SupplementalGroups: sc.GetSupplementalGroups(),
+		StrictSupplementalGroups: sc.GetSupplementalGroupsPolicy() ==
+			runtimeapi.SupplementalGroupsPolicy_Strict,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resolve user: %w", err)
+	}
+
+	sbSec := sbCfg.GetLinux().GetSecurityContext()
+	c := specgen.Container{
+		ID:   rec.ID,
+		Name: rec.MetaName,
+		Sandbox: specgen.SandboxRef{
+			ID: sbRec.ID, Name: sbRec.Metadata.Name, Namespace: sbRec.Metadata.Namespace, UID: sbRec.Metadata.UID,
+			NetNSPath:    sbRec.NetworkSettings.SandboxKey,
+			HostNetwork:  sbRec.NetworkMode == sandbox.ModeHost,
+			PID:          sbRec.Pid,
+			CgroupParent: sbRec.CgroupParent,
+			Privileged:   sbSec.GetPrivileged(),
+		},
+		Image: specgen.ImageRef{
+			Name: rec.ImageRef, Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd,
+			Env: img.Config.Env, WorkingDir: img.Config.WorkingDir,
+		},
+		RootfsPath: rootfs,
+		Command:    cfg.GetCommand(),
+		Args:       cfg.GetArgs(),
+		WorkingDir: cfg.GetWorkingDir(),
+		User:       user,
+		Tty:        cfg.GetTty(),
+		Hostname:   sbCfg.GetHostname(),
+		Files: []specgen.File{
+			{Source: filepath.Join(sbRec.Dir, "resolv.conf"), Dest: "/etc/resolv.conf"},
+			{Source: filepath.Join(sbRec.Dir, "hostname"), Dest: "/etc/hostname"},
+			{Source: filepath.Join(sbRec.Dir, "hosts"), Dest: "/etc/hosts"},
+		},
+		// The container's own annotations; the pod's went to the sandbox.
+		Annotations: cfg.GetAnnotations(),
+	}
+	if c.Sandbox.HostNetwork {
+		if h, err := os.Hostname(); err == nil {
+			c.Hostname = h
+		}
+	}
+	for _, kv := range cfg.GetEnvs() {
+		c.Env = append(c.Env, specgen.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
+	}
+	for _, m := range cfg.GetMounts() {
+		if !filepath.IsAbs(m.GetHostPath()) || !filepath.IsAbs(m.GetContainerPath()) {
+			return nil, errInvalid(fmt.Sprintf("mount %s:%s: paths must be absolute", m.GetHostPath(), m.GetContainerPath()))
+		}
+		src, err := filepath.EvalSymlinks(m.GetHostPath())
+		if err != nil {
+			return nil, fmt.Errorf("mount source %s: %v: %w", m.GetHostPath(), err, errdefs.ErrInvalidArgument)
+		}
+		c.Mounts = append(c.Mounts, specgen.Mount{
+			ContainerPath: m.GetContainerPath(), HostPath: src, Readonly: m.GetReadonly(),
+			Propagation: propagation(m.GetPropagation()),
+		})
+	}
+	for _, d := range cfg.GetDevices() {
+		devs, err := specgen.DeviceFromHost(d.GetHostPath(), d.GetContainerPath(), d.GetPermissions())
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %v: %w", d.GetHostPath(), err, errdefs.ErrInvalidArgument)
+		}
+		c.Devices = append(c.Devices, devs...)
+	}
+	if r := lc.GetResources(); r != nil {
+		c.Resources = containerResources(r)
+	}
+	c.Security = specgen.Security{
+		Privileged:     sc.GetPrivileged(),
+		CapAdd:         sc.GetCapabilities().GetAddCapabilities(),
+		CapDrop:        sc.GetCapabilities().GetDropCapabilities(),
+		ReadonlyRootfs: sc.GetReadonlyRootfs(),
+		NoNewPrivs:     sc.GetNoNewPrivs(),
+		Sysctls:        sbCfg.GetLinux().GetSysctls(),
+		Namespaces: specgen.NamespaceOptions{
+			Pid: specgen.NamespaceMode(sc.GetNamespaceOptions().GetPid()),
+			Ipc: specgen.NamespaceMode(sc.GetNamespaceOptions().GetIpc()),
+		},
+	}
+	if sc.GetMaskedPaths() != nil || sc.GetReadonlyPaths() != nil {
+		// An explicit (even empty) list replaces the defaults: the
+		// kubelet sends empty lists for procMount Unmasked.
+		c.Security.MaskedPaths = append([]string{}, sc.GetMaskedPaths()...)
+		c.Security.ReadonlyPaths = append([]string{}, sc.GetReadonlyPaths()...)
+	}
+	if c.Security.Namespaces.Pid == specgen.NamespaceTarget {
+		target, err := s.containers.Get(sc.GetNamespaceOptions().GetTargetId())
+		if err != nil {
+			return nil, fmt.Errorf("target container of the PID namespace: %w", err)
+		}
+		tr := target.Record()
+		if tr.State != container.StateRunning || tr.SandboxID != sbRec.ID {
+			return nil, fmt.Errorf("target container %s must be running in the same pod: %w", target.ID, errdefs.ErrFailedPrecondition)
+		}
+		c.Security.Namespaces.TargetPID = tr.Pid
+	}
+	if c.Security.Seccomp, err = seccompProfile(sc.GetSeccomp()); err != nil {
+		return nil, err
+	}
+	c.Security.AppArmor = appArmorProfile(sc.GetApparmor())
+	if sc.GetPrivileged() {
+		if c.Devices, err = s.privilegedDevices(c.Devices); err != nil {
+			return nil, err
+		}
+	}
+	return specgen.ContainerSpec(c, s.host)
+}
+
+func (s *Server) privilegedDevices(requested []specgen.Device) ([]specgen.Device, error) {
+	host, err := specgen.HostDevices()
+	if err != nil {
+		return nil, fmt.Errorf("list host devices: %w", err)
+	}
+	return append(requested, host...), nil
+}
+
+// containerResources translates CRI resources (CreateContainer and
+// UpdateContainerResources share it).
+func containerResources(r *runtimeapi.LinuxContainerResources) specgen.Resources {
+	out := specgen.Resources{
+		CPUShares: uint64(r.GetCpuShares()), CPUQuota: r.GetCpuQuota(), CPUPeriod: uint64(r.GetCpuPeriod()),
+		CpusetCpus: r.GetCpusetCpus(), CpusetMems: r.GetCpusetMems(),
+		MemoryLimit: r.GetMemoryLimitInBytes(), MemorySwapLimit: r.GetMemorySwapLimitInBytes(),
+		OOMScoreAdj: int(r.GetOomScoreAdj()), Unified: r.GetUnified(),
+	}
+	for _, h := range r.GetHugepageLimits() {
+		if out.HugepageLimits == nil {
+			out.HugepageLimits = map[string]uint64{}
+		}
+		out.HugepageLimits[h.GetPageSize()] = h.GetLimit()
+	}
+	return out
+}
+
+// seccompProfile maps the CRI profile. No profile is Unconfined, as
+// Kubernetes means it: RuntimeDefault is the enum's zero value, so the
+// nil check must come first.
+func seccompProfile(p *runtimeapi.SecurityProfile) (specgen.SeccompProfile, error) {
+	if p == nil {
+		return specgen.SeccompProfile{Type: specgen.ProfileUnconfined}, nil
+	}
+	switch p.GetProfileType() {
+	case runtimeapi.SecurityProfile_RuntimeDefault:
+		return specgen.SeccompProfile{Type: specgen.ProfileRuntimeDefault}, nil
+	case runtimeapi.SecurityProfile_Localhost:
+		path := p.GetLocalhostRef()
+		if !filepath.IsAbs(path) {
+			return specgen.SeccompProfile{}, errInvalid(fmt.Sprintf("seccomp profile %q must be an absolute path", path))
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return specgen.SeccompProfile{}, fmt.Errorf("read seccomp profile: %v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		return specgen.SeccompProfile{Type: specgen.ProfileLocalhost, Localhost: b}, nil
+	}
+	return specgen.SeccompProfile{Type: specgen.ProfileUnconfined}, nil
+}
+
+func appArmorProfile(p *runtimeapi.SecurityProfile) specgen.AppArmorProfile {
+	if p == nil {
+		return specgen.AppArmorProfile{Type: specgen.ProfileUnconfined}
+	}
+	switch p.GetProfileType() {
+	case runtimeapi.SecurityProfile_RuntimeDefault:
+		return specgen.AppArmorProfile{Type: specgen.ProfileRuntimeDefault}
+	case runtimeapi.SecurityProfile_Localhost:
+		return specgen.AppArmorProfile{Type: specgen.ProfileLocalhost, Localhost: strings.TrimPrefix(p.GetLocalhostRef(), "localhost/")}
+	}
+	return specgen.AppArmorProfile{Type: specgen.ProfileUnconfined}
+}
+
+func propagation(p runtimeapi.MountPropagation) specgen.Propagation {
+	switch p {
+	case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+		return specgen.PropagationHostToContainer
+	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+		return specgen.PropagationBidirectional
+	}
+	return specgen.PropagationPrivate
+}
+
+func int64Ptr(v *runtimeapi.Int64Value) *int64 {
+	if v == nil {
+		return nil
+	}
+	x := v.GetValue()
+	return &x
+}

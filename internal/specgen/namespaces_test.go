@@ -1,0 +1,126 @@
+package specgen
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podbay/podbay/internal/errdefs"
+)
+
+func TestContainerNamespaces(t *testing.T) {
+	const netns = "/var/run/netns/podbay-sb1"
+	type nsMap = map[specs.LinuxNamespaceType]string
+	podNS := nsMap{
+		"pid": "/proc/4242/ns/pid", "network": netns, "ipc": "/proc/4242/ns/ipc",
+		"uts": "/proc/4242/ns/uts", "mount": "",
+	}
+	with := func(changes nsMap, drop ...specs.LinuxNamespaceType) nsMap {
+		m := maps.Clone(podNS)
+		maps.Copy(m, changes)
+		for _, d := range drop {
+			delete(m, d)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		mod     func(*Container)
+		host    Host
+		want    nsMap
+		wantErr error
+	}{
+		{"pod", func(*Container) {}, Host{}, podNS, nil},
+		{"pid container", func(c *Container) { c.Security.Namespaces.Pid = NamespaceContainer }, Host{}, with(nsMap{"pid": ""}), nil},
+		{"pid node", func(c *Container) { c.Security.Namespaces.Pid = NamespaceNode }, Host{}, with(nil, "pid"), nil},
+		{"pid target", func(c *Container) {
+			c.Security.Namespaces.Pid, c.Security.Namespaces.TargetPID = NamespaceTarget, 777
+		}, Host{}, with(nsMap{"pid": "/proc/777/ns/pid"}), nil},
+		{"pid target without a process", func(c *Container) { c.Security.Namespaces.Pid = NamespaceTarget }, Host{}, nil, errdefs.ErrInvalidArgument},
+		{"pid unknown mode", func(c *Container) { c.Security.Namespaces.Pid = NamespaceMode(9) }, Host{}, nil, errdefs.ErrInvalidArgument},
+		{"ipc node", func(c *Container) { c.Security.Namespaces.Ipc = NamespaceNode }, Host{}, with(nil, "ipc"), nil},
+		{"ipc container is not a CRI mode", func(c *Container) { c.Security.Namespaces.Ipc = NamespaceContainer }, Host{}, nil, errdefs.ErrInvalidArgument},
+		{"host network", func(c *Container) { c.Sandbox.HostNetwork, c.Sandbox.NetNSPath = true, "" }, Host{}, with(nil, "network", "uts"), nil},
+		{"all host, no pause needed", func(c *Container) {
+			c.Sandbox.HostNetwork, c.Sandbox.NetNSPath, c.Sandbox.PID = true, "", 0
+			c.Security.Namespaces = NamespaceOptions{Pid: NamespaceNode, Ipc: NamespaceNode}
+		}, Host{}, nsMap{"mount": ""}, nil},
+		{"host network, own pid, pod ipc", func(c *Container) {
+			c.Sandbox.HostNetwork, c.Sandbox.NetNSPath = true, ""
+			c.Security.Namespaces.Pid = NamespaceContainer
+		}, Host{}, nsMap{"pid": "", "ipc": "/proc/4242/ns/ipc", "mount": ""}, nil},
+		{"cgroup v2 adds a cgroup namespace", func(*Container) {}, Host{CgroupV2: true}, with(nsMap{"cgroup": ""}), nil},
+		{"no pause process", func(c *Container) { c.Sandbox.PID = 0 }, Host{}, nil, errdefs.ErrFailedPrecondition},
+		{"no network namespace path", func(c *Container) { c.Sandbox.NetNSPath = "" }, Host{}, nil, errdefs.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testContainer()
+			tc.mod(&c)
+			s, err := ContainerSpec(c, tc.host)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("error %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := nsMap{}
+			for _, n := range s.Linux.Namespaces {
+				if _, dup := got[n.Type]; dup {
+					t.Fatalf("namespace %s listed twice", n.Type)
+				}
+				got[n.Type] = n.Path
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("namespaces %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestContainerSysctls(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sysctls map[string]string
+		mod     func(*Container)
+		want    map[string]string // nil with ok: no sysctl section
+		ok      bool
+	}{
+		{"none", nil, func(*Container) {}, nil, true},
+		{"pod namespaces", map[string]string{"net.ipv4.ip_forward": "1", "kernel.shm_rmid_forced": "1"}, func(*Container) {},
+			map[string]string{"net.ipv4.ip_forward": "1", "kernel.shm_rmid_forced": "1"}, true},
+		{"host network refuses net.*", map[string]string{"net.ipv4.ip_forward": "1"}, hostNetwork, nil, false},
+		{"host network refuses kernel.hostname", map[string]string{"kernel.hostname": "x"}, hostNetwork, nil, false},
+		{"host network allows ipc sysctls", map[string]string{"kernel.shmmax": "1"}, hostNetwork, map[string]string{"kernel.shmmax": "1"}, true},
+		{"host ipc refuses kernel.shm*", map[string]string{"kernel.shmmax": "1"}, hostIPC, nil, false},
+		{"host ipc refuses fs.mqueue.*", map[string]string{"fs.mqueue.msg_max": "20"}, hostIPC, nil, false},
+		{"host ipc allows net.*", map[string]string{"net.core.somaxconn": "1024"}, hostIPC, map[string]string{"net.core.somaxconn": "1024"}, true},
+		{"empty name", map[string]string{"": "1"}, func(*Container) {}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testContainer()
+			c.Security.Sysctls = tc.sysctls
+			tc.mod(&c)
+			s, err := ContainerSpec(c, Host{})
+			if !tc.ok {
+				if !errors.Is(err, errdefs.ErrInvalidArgument) {
+					t.Fatalf("error %v, want an invalid argument", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(s.Linux.Sysctl, tc.want) || (s.Linux.Sysctl == nil) != (tc.want == nil) {
+				t.Fatalf("sysctls %v, want %v", s.Linux.Sysctl, tc.want)
+			}
+		})
+	}
+}
+
+func hostNetwork(c *Container) { c.Sandbox.HostNetwork, c.Sandbox.NetNSPath = true, "" }
+func hostIPC(c *Container)     { c.Security.Namespaces.Ipc = NamespaceNode }
