@@ -143,8 +143,8 @@ func (e *env) runtimeConditions(t *testing.T) map[string]*runtimeapi.RuntimeCond
 func TestUnimplemented(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
-	if _, err := e.rt.CreateContainer(rpcCtx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: randHex(32)}); code(err) != codes.Unimplemented {
-		t.Errorf("CreateContainer: %v, want Unimplemented", err)
+	if _, err := e.rt.CheckpointContainer(rpcCtx(t), &runtimeapi.CheckpointContainerRequest{ContainerId: randHex(32)}); code(err) != codes.Unimplemented {
+		t.Errorf("CheckpointContainer: %v, want Unimplemented", err)
 	}
 	if _, err := e.rt.Exec(rpcCtx(t), &runtimeapi.ExecRequest{ContainerId: randHex(32), Cmd: []string{"true"}}); code(err) != codes.Unimplemented {
 		t.Errorf("Exec: %v, want Unimplemented", err)
