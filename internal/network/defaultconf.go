@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/podbay/podbay/internal/atomicfile"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 )
@@ -160,7 +161,7 @@ func (m *Manager) ensureDefault(ctx context.Context) error {
 		return fmt.Errorf("create cni config dir: %w", err)
 	}
 	path := filepath.Join(m.cfg.ConfDir, DefaultConfFile)
-	if err := writeFileAtomic(path, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("write default cni config: %w", err)
 	}
 	log.G(ctx).Info("wrote default cni network config", "file", path, "subnet", m.cfg.DefaultSubnet)
@@ -195,7 +196,7 @@ func (m *Manager) UpdatePodCIDR(ctx context.Context, cidr string) error {
 	if !generatedByPodbay(cur) || bytes.Equal(cur, data) {
 		return nil
 	}
-	if err := writeFileAtomic(path, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("update pod cidr: %w", err)
 	}
 	log.G(ctx).Info("rewrote default cni network config", "file", path, "subnet", cidr)
@@ -209,44 +210,4 @@ func generatedByPodbay(data []byte) bool {
 		return false
 	}
 	return probe[generatedByKey] == generatedByValue
-}
-
-// writeFileAtomic replaces path with data: write a temp file in the same
-// directory, fsync, rename over path, fsync the directory. Readers (libcni,
-// other runtimes) see the old or the new file, never a torn one. The temp
-// name's extension is not a config extension, so a crash leaves nothing a
-// loader would pick up.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (retErr error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if retErr != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

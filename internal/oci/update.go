@@ -11,6 +11,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podbay/podbay/internal/atomicfile"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 )
@@ -81,7 +82,7 @@ func updateSpecResources(path string, patch []byte) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, out, fi.Mode().Perm())
+	return atomicfile.WriteFile(path, out, fi.Mode().Perm())
 }
 
 // mergeSpecResources returns the config.json document with patch merged
@@ -135,42 +136,4 @@ func mergeJSON(dst, patch map[string]any) map[string]any {
 		dst[k] = v
 	}
 	return dst
-}
-
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory, synced, renamed over path, and the directory synced, so a
-// crash leaves the old file or the new one, never a torn one.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (retErr error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if retErr != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -128,27 +128,11 @@ func (s *Server) undoContainerCreating(ctx context.Context, rec container.Record
 // finishContainerUndo retries undoContainerCreating in the background for
 // a container whose rollback failed.
 func (s *Server) finishContainerUndo(id string) {
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		ctx := log.With(s.ctx, "container", id)
-		t := time.NewTicker(undoRetryInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-			}
-			var rec container.Record
-			if _, err := s.db.Get(containerBucket, id, &rec); err != nil {
-				return
-			}
-			if err := s.undoContainerCreating(ctx, rec); err != nil {
-				log.G(ctx).Warn("finishing container rollback failed; will retry", "err", err)
-				continue
-			}
-			return
+	s.retryInBackground(log.With(s.ctx, "container", id), "container rollback", func(ctx context.Context) (bool, error) {
+		var rec container.Record
+		if _, err := s.db.Get(containerBucket, id, &rec); err != nil {
+			return true, nil
 		}
-	}()
+		return false, s.undoContainerCreating(ctx, rec)
+	})
 }

@@ -162,14 +162,25 @@ func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 const undoRetryInterval = 15 * time.Second
 
 // finishUndo retries undoCreating for the record of a sandbox whose
-// rollback failed, until it succeeds or the server stops (the next start
-// then picks the record up). The name is free meanwhile: the kubelet's
-// retry gets a new sandbox.
+// rollback failed. The name is free meanwhile: the kubelet's retry gets a
+// new sandbox.
 func (s *Server) finishUndo(id string) {
+	s.retryInBackground(log.With(s.ctx, "pod", id), "sandbox rollback", func(ctx context.Context) (bool, error) {
+		var rec sandbox.Record
+		if _, err := s.db.Get(sandboxBucket, id, &rec); err != nil {
+			return true, nil // gone, or unreadable: recovery handles it
+		}
+		return false, s.undoCreating(ctx, rec)
+	})
+}
+
+// retryInBackground calls attempt every undoRetryInterval until it
+// succeeds, reports there is nothing left to do, or the server stops (the
+// next start picks up what is left from the records).
+func (s *Server) retryInBackground(ctx context.Context, what string, attempt func(context.Context) (done bool, err error)) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx := log.With(s.ctx, "pod", id)
 		t := time.NewTicker(undoRetryInterval)
 		defer t.Stop()
 		for {
@@ -178,15 +189,14 @@ func (s *Server) finishUndo(id string) {
 				return
 			case <-t.C:
 			}
-			var rec sandbox.Record
-			if _, err := s.db.Get(sandboxBucket, id, &rec); err != nil {
-				return // gone, or unreadable: recovery handles it
-			}
-			if err := s.undoCreating(ctx, rec); err != nil {
-				log.G(ctx).Warn("finishing rollback failed; will retry", "err", err)
+			done, err := attempt(ctx)
+			if err != nil {
+				log.G(ctx).Warn("finishing "+what+" failed; will retry", "err", err)
 				continue
 			}
-			log.G(ctx).Info("finished rollback of failed sandbox")
+			if !done {
+				log.G(ctx).Info("finished " + what)
+			}
 			return
 		}
 	}()

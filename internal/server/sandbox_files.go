@@ -9,6 +9,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/atomicfile"
 )
 
 // sandboxFiles are the per-pod files the sandbox and, later, its containers
@@ -90,11 +92,7 @@ func writeBundle(dir string, spec *specs.Spec) error {
 	if err != nil {
 		return fmt.Errorf("encode OCI spec: %w", err)
 	}
-	tmp := filepath.Join(dir, ".config.json.tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write OCI spec: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "config.json")); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "config.json"), data, 0o600); err != nil {
 		return fmt.Errorf("write OCI spec: %w", err)
 	}
 	return nil
