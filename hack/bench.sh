@@ -1,33 +1,50 @@
 #!/usr/bin/env bash
-# bench.sh measures podbayd's pod lifecycle with podbay-bench: for each
-# concurrency it starts a fresh podbayd (so that the daemon's latency
-# summaries cover that mode alone), runs, stops and removes N pods, prints
-# client-side RPC latencies, throughput and the daemon's per-phase latencies,
-# and stops the daemon. At the end it checks that nothing was left behind:
-# network namespaces, veths, IP reservations, iptables rules, conmon and
-# runc containers, sandbox directories, cgroups, mounts.
+# bench.sh measures podbayd's pod and container lifecycles with
+# podbay-bench. For each concurrency it runs two modes, each against a fresh
+# podbayd (so that the daemon's latency summaries cover that mode alone):
+#   pods        N pods run, stopped and removed;
+#   containers  N pods, each with one busybox container created, started,
+#               stopped once its shell has logged that it traps SIGTERM (a
+#               graceful stop: it exits 0; timeout 10 s) and removed, before
+#               the pod is stopped and removed; the image is removed and
+#               pulled once, timed, before the lifecycles.
+# Each prints client-side RPC latencies, throughput and the daemon's
+# per-phase latencies. Images come from podbay-testimages, an in-process
+# registry on a free loopback port; the daemon's registries.conf blocks
+# registry.k8s.io and docker.io, so nothing is pulled from past loopback (the
+# pause image is made from podbay-pause). At the end it checks that nothing
+# was left behind: network namespaces, veths, IP reservations, iptables
+# rules, conmon processes, runc state, sandbox and container directories,
+# containers/storage containers, cgroups, mounts (overlay ones included).
 #
-# Needs root, runc, conmon and the CNI plugins in /usr/lib/cni.
+# Needs root, runc, conmon, the CNI plugins in /usr/lib/cni and a static
+# busybox in /bin/busybox (Debian's busybox-static), which the test images
+# are built from.
 #
 #   N=20 CONCURRENCY="1 10" ./hack/bench.sh
 #
 # Env: N pods per mode (default 50); CONCURRENCY, space-separated levels
-# (default "1 10"); RUNTIME, the OCI runtime binary of the runc handler
-# (default runc from PATH; e.g. crun, or a wrapper).
+# (default "1 10"); MODES, space-separated (default "pods containers");
+# RUNTIME, the OCI runtime binary of the runc handler (default runc from
+# PATH; e.g. crun, or a wrapper).
 #
-# Everything it makes lives in a temp dir, a bridge pbbench0 on
-# 10.198.0.0/24 (/16 when N > 200) and a cgroup parent /pbbench-*; all of it
-# is removed on exit, failure or not. Exits non-zero when a mode fails, the
-# daemon logs an error, or anything leaked; the daemon logs of a failed run
-# are kept and their path printed.
+# Everything it makes lives in a temp dir (the pods' network namespaces
+# included: a podbayd reclaims every unowned podbay-* namespace in its
+# netns_dir, and so do the integration tests' leak checks, which would take
+# live pods' namespaces from under each other in a shared /var/run/netns),
+# a bridge pbbench0 on
+# 10.198.0.0/24 (/16 when N > 200), a cgroup parent /pbbench-* and the
+# registry process; all of it is removed on exit, failure or not. Exits
+# non-zero when a mode fails, the daemon logs an error, or anything leaked;
+# the daemon logs of a failed run are kept and their path printed.
 set -euo pipefail
 
 N=${N:-50}
 CONCURRENCY=${CONCURRENCY:-"1 10"}
+MODES=${MODES:-"pods containers"}
 
 readonly net_name=pbbench
 readonly bridge=pbbench0
-readonly netns_dir=/var/run/netns
 
 log() { echo "bench.sh: $*" >&2; }
 die() {
@@ -40,10 +57,14 @@ die() {
 for c in $CONCURRENCY; do
 	[[ $c =~ ^[1-9][0-9]*$ ]] || die "CONCURRENCY must list positive integers, got '$CONCURRENCY'"
 done
+for m in $MODES; do
+	[[ $m == pods || $m == containers ]] || die "MODES must list pods and/or containers, got '$MODES'"
+done
 for tool in go "${RUNTIME:-runc}" conmon ip ss iptables-save iptables-restore setsid; do
 	command -v "$tool" >/dev/null || die "$tool not found in PATH"
 done
 [ -x /usr/lib/cni/bridge ] || die "CNI plugins not found in /usr/lib/cni"
+[ -x /bin/busybox ] || die "/bin/busybox not found: the test images are built from it (apt-get install busybox-static)"
 if ip link show "$bridge" >/dev/null 2>&1; then
 	die "bridge $bridge already exists: another bench is running, or an earlier one leaked it (ip link del $bridge)"
 fi
@@ -61,14 +82,21 @@ conf_dir=$tmp/net.d
 ipam_dir=$tmp/ipam
 cache_dir=$tmp/cnicache
 config=$tmp/podbayd.toml
+registries_conf=$tmp/registries.conf
+registries_dir=$tmp/registries.conf.d
+policy=$tmp/policy.json
+pod_log_dir=$tmp/podlogs
 sock=$tmp/podbayd.sock
 cgroup_parent=/pbbench-${tmp##*.}
 runtime_root=$state_dir/runtimes/runc
 runtime_bin=${RUNTIME:-runc}
+storage_root=$root_dir/storage
+storage_run_root=$state_dir/storage
+netns_dir=$tmp/netns
 
 daemon_pid=
+registry_pid=
 failed=0
-netns_before=$(find "$netns_dir" -maxdepth 1 -name 'podbay-*' -printf '%f\n' 2>/dev/null | sort || true)
 
 # alive reports whether PID is a running (not zombie) process.
 alive() {
@@ -96,14 +124,29 @@ stop_daemon() {
 	fi
 }
 
-# our_ids prints the IDs of our daemons' sandboxes, one a line, from their
-# directories and logs, so that podbay-* namespaces of another podbayd on
-# this host are not taken for ours.
-our_ids() {
-	{
-		find "$root_dir/sandboxes" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null
-		cat "$tmp"/podbayd-*.log 2>/dev/null | grep -oE '\b[0-9a-f]{64}\b'
-	} | sort -u || true
+# stop_registry stops podbay-testimages by its PID.
+stop_registry() {
+	[ -n "$registry_pid" ] || return 0
+	local pid=$registry_pid
+	registry_pid=
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 50); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		log "podbay-testimages (pid $pid) still running 5 s after SIGTERM; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+# storage_containers prints the IDs in containers/storage's containers.json,
+# one per sandbox or container root filesystem.
+storage_containers() {
+	local f=$storage_root/overlay-containers/containers.json
+	[ -f "$f" ] || return 0
+	grep -oE '"id": *"[0-9a-f]{64}"' "$f" | grep -oE '[0-9a-f]{64}' || true
 }
 
 # remove_nat_rules deletes the NAT rules and chains the bridge plugin made
@@ -124,19 +167,22 @@ remove_nat_rules() {
 	} | iptables-restore --noflush
 }
 
+# our_mounts prints the mount points under the temp dir, deepest last, each
+# prefixed with its filesystem type.
+our_mounts() {
+	awk -v t="$tmp/" 'index($5, t) == 1 {
+		# The filesystem type follows the " - " separator.
+		for (i = 7; i <= NF; i++) if ($i == "-") break
+		print $(i + 1), $5
+	}' /proc/self/mountinfo
+}
+
 # find_leaks prints one line per thing the run left behind.
 find_leaks() {
-	local ids new f pids
-	ids=$(our_ids)
-	new=$(comm -13 <(echo "$netns_before") \
-		<(find "$netns_dir" -maxdepth 1 -name 'podbay-*' -printf '%f\n' 2>/dev/null | sort))
-	for f in $new; do
-		if grep -qxF "${f#podbay-}" <<<"$ids"; then
-			echo "network namespace $netns_dir/$f"
-		else
-			log "note: $netns_dir/$f appeared during the run but is not this bench's (another podbayd?)"
-		fi
-	done
+	local f pids
+	if [ -d "$netns_dir" ]; then
+		find "$netns_dir" -mindepth 1 -maxdepth 1 -printf 'network namespace %p\n'
+	fi
 	if [ -d "$ipam_dir/$net_name" ]; then
 		find "$ipam_dir/$net_name" -type f ! -name 'last_reserved_ip*' ! -name lock -printf 'IP reservation %f (host-local %p)\n'
 	fi
@@ -150,27 +196,44 @@ find_leaks() {
 			echo "conmon process $f: $(tr '\0' ' ' <"/proc/$f/cmdline" 2>/dev/null)"
 		fi
 	done
+	if [ -n "$registry_pid" ] && alive "$registry_pid"; then
+		echo "podbay-testimages process $registry_pid"
+	fi
 	if [ -d "$runtime_root" ]; then
 		"$runtime_bin" --root "$runtime_root" list -q 2>/dev/null | sed 's/^/container in the runtime: /' || true
+		# A state dir that list skips (no state.json) is left behind too.
+		find "$runtime_root" -mindepth 1 -maxdepth 1 -printf 'runtime state %p\n'
 	fi
-	if [ -d "$root_dir/sandboxes" ]; then
-		find "$root_dir/sandboxes" -mindepth 1 -maxdepth 1 -printf 'sandbox dir %p\n'
+	for f in sandbox container; do
+		if [ -d "$root_dir/${f}s" ]; then
+			find "$root_dir/${f}s" -mindepth 1 -maxdepth 1 -printf "$f dir %p\n"
+		fi
+	done
+	storage_containers | sed 's|^|containers/storage container |'
+	# Pod log directories are the client's (kubelet's) to remove; their
+	# container logs, the daemon's.
+	if [ -d "$pod_log_dir" ]; then
+		find "$pod_log_dir" -mindepth 1 -maxdepth 1 -printf 'pod log dir %p\n'
 	fi
-	# <parent>/conmon is the daemon's shared cgroup for conmon; a pod's own
-	# cgroup, or any cgroup still holding a process, is a leak.
+	# <parent>/conmon is the daemon's shared cgroup for conmon; a pod's or
+	# container's own cgroup, or any cgroup still holding a process, is a
+	# leak.
 	find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -type d -path "*$cgroup_parent/*" 2>/dev/null |
 		while read -r f; do
 			if [[ ${f##*/} == podbay-* ]] || [ -n "$(cat "$f/cgroup.procs" 2>/dev/null)" ]; then
 				echo "cgroup $f"
 			fi
 		done
-	awk -v t="$tmp" 'index($5, t) == 1 {print "mount " $5}' /proc/self/mountinfo
+	# Overlay root filesystems, the storage driver's own bind mount of its
+	# home, shm and netns mounts: all are gone once the daemon has stopped.
+	our_mounts | awk '{print $1 " mount " $2}'
 }
 
 # remove_leaks undoes what find_leaks can find, best effort, so that a failed
-# run does not leave pause processes and mounts on the host.
+# run does not leave processes and mounts on the host. What is left in the
+# temp dir (storage records, directories) goes with it.
 remove_leaks() {
-	local ids id f pid
+	local id f pid
 	if [ -d "$runtime_root" ]; then
 		for id in $("$runtime_bin" --root "$runtime_root" list -q 2>/dev/null || true); do
 			"$runtime_bin" --root "$runtime_root" delete --force "$id" || true
@@ -181,15 +244,7 @@ remove_leaks() {
 			kill -TERM "$pid" 2>/dev/null || true
 		fi
 	done
-	ids=$(our_ids)
-	for id in $ids; do
-		f=$netns_dir/podbay-$id
-		if [ -e "$f" ]; then
-			umount "$f" 2>/dev/null || true
-			rm -f "$f"
-		fi
-	done
-	awk -v t="$tmp" 'index($5, t) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r f; do
+	our_mounts | awk '{print $2}' | sort -r | while read -r f; do
 		umount -l "$f" || true
 	done
 	remove_nat_rules || log "could not remove the NAT rules of network $net_name"
@@ -201,6 +256,7 @@ finish() {
 	trap - EXIT INT TERM
 	[ "$rc" -eq 0 ] || failed=1
 	stop_daemon || failed=1
+	stop_registry
 
 	leaks=$(find_leaks)
 	if [ -n "$leaks" ]; then
@@ -221,13 +277,13 @@ finish() {
 			find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
 		done
 
-	if [ "$failed" -ne 0 ] && compgen -G "$tmp/podbayd-*.log" >/dev/null; then
+	if [ "$failed" -ne 0 ] && compgen -G "$tmp/*.log" >/dev/null; then
 		local keep
 		keep=$(mktemp -d /tmp/pbbench-logs.XXXXXX)
-		cp "$tmp"/podbayd-*.log "$keep"/
-		log "daemon logs kept in $keep"
+		cp "$tmp"/*.log "$keep"/
+		log "daemon and registry logs kept in $keep"
 	fi
-	if awk -v t="$tmp" 'index($5, t) == 1 {found=1} END {exit !found}' /proc/self/mountinfo; then
+	if [ -n "$(our_mounts)" ]; then
 		log "mounts remain under $tmp; not removing it"
 		failed=1
 	else
@@ -257,7 +313,7 @@ free_port() {
 	return 1
 }
 
-mkdir -p "$bin" "$root_dir" "$state_dir" "$conf_dir" "$ipam_dir" "$cache_dir"
+mkdir -p "$bin" "$root_dir" "$state_dir" "$conf_dir" "$ipam_dir" "$cache_dir" "$registries_dir" "$pod_log_dir" "$netns_dir"
 
 log "building into $bin"
 (
@@ -265,7 +321,50 @@ log "building into $bin"
 	go build -o "$bin/podbayd" ./cmd/podbayd
 	CGO_ENABLED=0 go build -ldflags '-s -w' -o "$bin/podbay-pause" ./cmd/podbay-pause
 	go build -o "$bin/podbay-bench" ./cmd/podbay-bench
+	go build -o "$bin/podbay-testimages" ./cmd/podbay-testimages
 )
+
+# The registry. Port 0: the kernel picks a free loopback port, and the
+# references it prints carry it. setsid, like the daemon: a Ctrl-C must not
+# take it away before the cleanup.
+setsid "$bin/podbay-testimages" --listen 127.0.0.1:0 >"$tmp/testimages.out" 2>"$tmp/testimages.log" &
+registry_pid=$!
+image=
+for _ in $(seq 300); do
+	image=$(grep -oE '^127\.0\.0\.1:[0-9]+/test/busybox:latest' "$tmp/testimages.out" || true)
+	if [ -n "$image" ] || ! alive "$registry_pid"; then
+		break
+	fi
+	sleep 0.1
+done
+if [ -z "$image" ]; then
+	cat "$tmp/testimages.log" >&2
+	die "podbay-testimages did not serve test/busybox:latest within 30 s"
+fi
+registry=${image%%/*}
+
+# Only the bench's registry is reachable: registry.k8s.io (the default
+# pause image) and docker.io (short names) are blocked, so nothing leaves
+# the machine. The empty drop-in dir keeps the host's registries.conf.d
+# out, and the policy the host's policy.json.
+cat >"$registries_conf" <<EOF
+unqualified-search-registries = []
+
+[[registry]]
+location = "$registry"
+insecure = true
+
+[[registry]]
+prefix = "registry.k8s.io"
+location = "registry.k8s.io"
+blocked = true
+
+[[registry]]
+prefix = "docker.io"
+location = "docker.io"
+blocked = true
+EOF
+echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$policy"
 
 plugin_dirs='"/usr/lib/cni"'
 [ -d /opt/cni/bin ] && plugin_dirs+=', "/opt/cni/bin"'
@@ -273,6 +372,13 @@ cat >"$config" <<EOF
 conmon = "$(command -v conmon)"
 pause_binary = "$bin/podbay-pause"
 default_cgroup_parent = "$cgroup_parent"
+netns_dir = "$netns_dir"
+
+[image]
+storage_root = "$storage_root"
+run_root = "$storage_run_root"
+registries_conf_dir = "$registries_dir"
+signature_policy = "$policy"
 
 [network]
 conf_dir = "$conf_dir"
@@ -305,17 +411,24 @@ cat >"$conf_dir/10-$net_name.conflist" <<EOF
 }
 EOF
 
-echo "host: $(nproc) CPUs, Linux $(uname -r), $("$runtime_bin" --version | head -n1), $(conmon --version | head -n1)"
-echo "bench: N=$N per mode, concurrency $CONCURRENCY, network $subnet, fresh podbayd per mode"
-
-for c in $CONCURRENCY; do
+# bench_mode runs podbay-bench in mode $1 at concurrency $2 against a fresh
+# podbayd, and stops the daemon.
+bench_mode() {
+	local mode=$1 c=$2 port daemon_log ready
+	local -a args=(--socket "$sock" -mode "$mode" -n "$N" -concurrency "$c" -log-dir "$pod_log_dir")
+	if [ "$mode" = containers ]; then
+		# -fresh-pull: each mode's pull is a first pull, not a re-pull of
+		# what the previous mode's daemon stored.
+		args+=(-image "$image" -fresh-pull -stop-timeout 10s)
+	fi
 	port=$(free_port) || die "no free TCP port for the metrics endpoint"
-	daemon_log=$tmp/podbayd-c$c.log
+	daemon_log=$tmp/podbayd-$mode-c$c.log
 	rm -f "$sock"
 	# setsid: its own session, so that a Ctrl-C reaches podbay-bench (which
-	# then removes its pods) but not the daemon it still needs.
+	# then removes its containers and pods) but not the daemon it still
+	# needs.
 	setsid "$bin/podbayd" --config "$config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
-		--metrics-address "127.0.0.1:$port" --log-level info >"$daemon_log" 2>&1 &
+		--registries-conf "$registries_conf" --metrics-address "127.0.0.1:$port" --log-level info >"$daemon_log" 2>&1 &
 	daemon_pid=$!
 	ready=0
 	for _ in $(seq 300); do
@@ -333,9 +446,8 @@ for c in $CONCURRENCY; do
 		die "podbayd did not start serving on $sock and 127.0.0.1:$port within 30 s"
 	fi
 
-	if ! "$bin/podbay-bench" --socket "$sock" -n "$N" -concurrency "$c" \
-		--metrics "http://127.0.0.1:$port/metrics"; then
-		log "mode concurrency=$c failed"
+	if ! "$bin/podbay-bench" "${args[@]}" --metrics "http://127.0.0.1:$port/metrics"; then
+		log "mode $mode, concurrency=$c failed"
 		if grep -qE 'level=(ERROR|WARN)' "$daemon_log"; then
 			log "daemon warnings and errors (last 20):"
 			grep -E 'level=(ERROR|WARN)' "$daemon_log" | tail -n 20 >&2
@@ -344,8 +456,18 @@ for c in $CONCURRENCY; do
 	fi
 	stop_daemon || exit 1
 	if grep -q 'level=ERROR' "$daemon_log"; then
-		log "podbayd logged errors during concurrency=$c:"
+		log "podbayd logged errors during mode $mode, concurrency=$c:"
 		grep 'level=ERROR' "$daemon_log" | head -n 20 >&2
 		failed=1
 	fi
+}
+
+echo "host: $(nproc) CPUs, Linux $(uname -r), $("$runtime_bin" --version | head -n1), $(conmon --version | head -n1)"
+echo "bench: N=$N per mode, concurrency $CONCURRENCY, modes $MODES, network $subnet, fresh podbayd per mode, images from $registry"
+
+for c in $CONCURRENCY; do
+	for mode in $MODES; do
+		echo
+		bench_mode "$mode" "$c"
+	done
 done

@@ -1,13 +1,20 @@
-// podbay-bench measures podbayd's pod lifecycle. At each concurrency it runs,
-// stops and removes N pods through the CRI socket, and prints the client-side
-// latency of each RPC and the throughput; given the daemon's metrics
-// endpoint, it adds the daemon's own per-phase breakdown (netns, CNI,
-// runtime create/start, ...), which is where a slow pod start is found.
+// podbay-bench measures podbayd's pod and container lifecycles. At each
+// concurrency it runs N lifecycles through the CRI socket, and prints the
+// client-side latency of each RPC and the throughput; given the daemon's
+// metrics endpoint, it adds the daemon's own per-phase breakdown (netns,
+// CNI, runtime create/start, ...), which is where a slow pod start is found.
 //
-// Every pod it creates carries a label with this run's ID. When a mode fails
-// or is interrupted, the pods it made are stopped and removed before the
-// program exits non-zero, so that a failed benchmark does not leave pods,
-// namespaces or IP reservations behind.
+// A lifecycle is, with -mode pods, RunPodSandbox, StopPodSandbox and
+// RemovePodSandbox; with -mode containers, a pod with one container:
+// RunPodSandbox, CreateContainer, StartContainer, StopContainer,
+// RemoveContainer, StopPodSandbox and RemovePodSandbox. The container mode
+// pulls its image once, timed, before the first concurrency.
+//
+// Every pod and container it creates carries a label with this run's ID.
+// When a mode fails or is interrupted, the containers and pods it made are
+// stopped and removed before the program exits non-zero, so that a failed
+// benchmark does not leave containers, pods, namespaces or IP reservations
+// behind.
 package main
 
 import (
@@ -20,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,12 +40,15 @@ import (
 
 const usage = `usage: podbay-bench [flags]
 
-Runs, stops and removes -n pods at each concurrency in -concurrency against
-podbayd's CRI socket, and prints per mode the client-side latency of each RPC
-and the throughput. With -metrics, also prints the daemon's per-phase
-latencies (podbay_sandbox_phase_duration_seconds) after each mode. The
-daemon's summaries accumulate since it started, so for clean per-mode
-quantiles run one mode per fresh daemon, as hack/bench.sh does.
+Runs -n lifecycles at each concurrency in -concurrency against podbayd's CRI
+socket, and prints per concurrency the client-side latency of each RPC and
+the throughput. -mode pods runs, stops and removes pods; -mode containers
+runs a pod, creates, starts, stops and removes one container in it (-image,
+pulled once before timing), then stops and removes the pod. With -metrics,
+also prints the daemon's per-phase latencies
+(podbay_sandbox_phase_duration_seconds) after each concurrency. The daemon's
+summaries accumulate since it started, so for clean per-concurrency
+quantiles run one concurrency per fresh daemon, as hack/bench.sh does.
 
 flags:
 `
@@ -49,13 +60,24 @@ const labelRun = "podbay.io/bench-run"
 // podNamespace is the CRI metadata namespace of every benchmark pod.
 const podNamespace = "podbay-bench"
 
+// Benchmark modes: what one lifecycle is.
+const (
+	modePods       = "pods"
+	modeContainers = "containers"
+)
+
 type options struct {
 	socket      string
+	mode        string // modePods or modeContainers
 	pods        int
 	concurrency []int
 	metricsURL  string
 	timeout     time.Duration
 	handler     string
+	image       string        // the container mode's image
+	freshPull   bool          // remove -image before the timed pull
+	stopTimeout time.Duration // StopContainer's grace period
+	logDir      string        // parent of the pods' log directories; "" for none
 }
 
 func main() {
@@ -84,6 +106,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	b := &bench{
 		client: runtimeapi.NewRuntimeServiceClient(conn),
+		images: runtimeapi.NewImageServiceClient(conn),
 		opts:   opts,
 		out:    out,
 	}
@@ -100,8 +123,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reach daemon at %s: %w", opts.socket, err)
 	}
-	fmt.Fprintf(out, "podbay-bench: %s %s at %s, %d pods per mode, run %s\n",
-		v.RuntimeName, v.RuntimeVersion, opts.socket, opts.pods, b.runID)
+	fmt.Fprintf(out, "podbay-bench: %s %s at %s, mode %s, %d pods per concurrency, run %s\n",
+		v.RuntimeName, v.RuntimeVersion, opts.socket, opts.mode, opts.pods, b.runID)
+	if opts.mode == modeContainers {
+		fmt.Fprintf(out, "container: %s running %s %s '%s'; StopContainer (timeout %s) once it has logged ready\n",
+			opts.image, benchCommand[0], benchCommand[1], benchCommand[2], opts.stopTimeout)
+		if err := b.pullImage(ctx); err != nil {
+			return err
+		}
+	}
 
 	for _, c := range opts.concurrency {
 		if err := b.runMode(ctx, c); err != nil {
@@ -122,13 +152,38 @@ func parseFlags(args []string) (options, error) {
 	}
 	var o options
 	fs.StringVar(&o.socket, "socket", "/run/podbay/podbay.sock", "podbayd's CRI socket")
-	fs.IntVar(&o.pods, "n", 50, "pods to run, stop and remove in each mode")
-	conc := fs.String("concurrency", "1,10", "comma-separated concurrency levels, one mode each")
+	fs.StringVar(&o.mode, "mode", modePods, "what to time: pods (run, stop, remove a pod) or containers (a pod with one container, created to removed)")
+	fs.IntVar(&o.pods, "n", 50, "lifecycles (pods) at each concurrency")
+	conc := fs.String("concurrency", "1,10", "comma-separated concurrency levels, run one after the other")
 	fs.StringVar(&o.metricsURL, "metrics", "", "daemon's Prometheus endpoint, e.g. http://127.0.0.1:9090/metrics")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "deadline of each RPC")
 	fs.StringVar(&o.handler, "handler", "", "runtime handler (default: the daemon's)")
+	fs.StringVar(&o.image, "image", "", "the container mode's image, with a busybox sh and sleep, e.g. 127.0.0.1:5000/test/busybox:latest")
+	fs.BoolVar(&o.freshPull, "fresh-pull", false, "remove -image first if the daemon has it, so that the timed pull is a first pull (for a daemon the bench owns)")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "StopContainer's timeout (whole seconds) before SIGKILL")
+	fs.StringVar(&o.logDir, "log-dir", "", "give each pod a log directory under this `dir`, as kubelet does, and remove it after the pod; the container mode needs it, and runs on the daemon's host")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	switch o.mode {
+	case modePods:
+	case modeContainers:
+		if o.image == "" {
+			return o, errors.New("-mode containers needs -image")
+		}
+		// The bench reads the container's log to know that its process
+		// handles SIGTERM before it stops it.
+		if o.logDir == "" {
+			return o, errors.New("-mode containers needs -log-dir")
+		}
+	default:
+		return o, fmt.Errorf("-mode: want %s or %s, got %q", modePods, modeContainers, o.mode)
+	}
+	if o.logDir != "" && !filepath.IsAbs(o.logDir) {
+		return o, fmt.Errorf("-log-dir must be an absolute path, got %q", o.logDir)
+	}
+	if o.stopTimeout < 0 || o.stopTimeout%time.Second != 0 {
+		return o, fmt.Errorf("-stop-timeout must be whole seconds, got %s", o.stopTimeout)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

@@ -166,9 +166,9 @@ type phaseKey struct{ operation, phase string }
 
 // phaseOrder is the order the daemon runs each operation's phases in.
 var phaseOrder = map[string][]string{
-	"run":    {"prepare", "netns", "cni", "runtime_create", "runtime_start", "persist"},
-	"stop":   {"cni", "netns", "runtime_stop", "persist"},
-	"remove": {"runtime_delete", "netns", "persist"},
+	"run":    {"pause_image", "prepare", "rootfs", "netns", "cni", "runtime_create", "runtime_start", "persist"},
+	"stop":   {"containers", "cni", "netns", "runtime_stop", "persist"},
+	"remove": {"containers", "runtime_delete", "rootfs", "netns", "persist"},
 }
 
 // phases lists the (operation, phase) series of the summary name in the

@@ -108,7 +108,21 @@ func TestParseFlags(t *testing.T) {
 	if o.pods != 5 || len(o.concurrency) != 3 || o.concurrency[1] != 10 {
 		t.Errorf("parseFlags = %+v", o)
 	}
-	for _, args := range [][]string{{"-n", "0"}, {"-concurrency", "0"}, {"-concurrency", "a"}, {"-concurrency", ""}, {"extra"}} {
+	if o.mode != modePods || o.stopTimeout != 10*time.Second {
+		t.Errorf("defaults: mode %q, stop timeout %s", o.mode, o.stopTimeout)
+	}
+	o, err = parseFlags([]string{"-mode", "containers", "-image", "127.0.0.1:5000/test/busybox:latest", "-log-dir", "/tmp/logs", "-stop-timeout", "3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.mode != modeContainers || o.stopTimeout != 3*time.Second {
+		t.Errorf("parseFlags = %+v", o)
+	}
+	for _, args := range [][]string{
+		{"-n", "0"}, {"-concurrency", "0"}, {"-concurrency", "a"}, {"-concurrency", ""}, {"extra"},
+		{"-mode", "vms"}, {"-mode", "containers"}, {"-mode", "containers", "-image", "i"}, {"-log-dir", "rel"},
+		{"-stop-timeout", "1500ms"}, {"-stop-timeout", "-1s"},
+	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%v) succeeded", args)
 		}

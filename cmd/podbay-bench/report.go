@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -13,14 +14,19 @@ const (
 	rpcMetric   = "podbay_rpc_duration_seconds"
 )
 
+// rowWidth is the width of the report's first column.
+const rowWidth = 24
+
 // report is what one mode prints.
 type report struct {
+	mode        string // modePods or modeContainers
 	concurrency int
-	pods        int // asked for
-	completed   int // run, stopped and removed
+	pods        int // lifecycles asked for
+	completed   int // lifecycles done
 	elapsed     time.Duration
 	samples     map[string][]time.Duration
-	err         error // why the mode was aborted
+	exitCodes   map[int32]int // containers' exit codes after StopContainer
+	err         error         // why the mode was aborted
 	// Scrapes of the daemon's metrics before and after the mode; used only
 	// when scraped is set.
 	before, after metricSet
@@ -32,26 +38,33 @@ func (r report) print(w io.Writer) {
 	if r.err != nil {
 		status = ", ABORTED"
 	}
-	fmt.Fprintf(w, "\n== concurrency %d: %d/%d pods in %.2f s, %.2f pods/s%s ==\n",
-		r.concurrency, r.completed, r.pods, r.elapsed.Seconds(), float64(r.completed)/r.elapsed.Seconds(), status)
+	unit := "pods"
+	if r.mode == modeContainers {
+		unit = "pods with a container"
+	}
+	fmt.Fprintf(w, "\n== %s, concurrency %d: %d/%d %s in %.2f s, %.2f/s%s ==\n",
+		r.mode, r.concurrency, r.completed, r.pods, unit, r.elapsed.Seconds(), float64(r.completed)/r.elapsed.Seconds(), status)
 	if r.err != nil {
 		fmt.Fprintf(w, "aborted: %v\n", r.err)
 	}
 
-	fmt.Fprintf(w, "%-22s %6s %9s %9s %9s", "RPC", "count", "p50 ms", "p95 ms", "max ms")
+	fmt.Fprintf(w, "%-*s %6s %9s %9s %9s", rowWidth, "RPC", "count", "p50 ms", "p95 ms", "max ms")
 	if r.scraped {
 		fmt.Fprintf(w, " %15s", "daemon mean ms")
 	}
 	fmt.Fprintln(w)
-	for _, row := range []string{rpcRun, rpcStop, rpcRemove, rowPod} {
+	for _, row := range rows(r.mode) {
 		d := slices.Clone(r.samples[row])
 		slices.Sort(d)
-		fmt.Fprintf(w, "%-22s %6d %9s %9s %9s", row, len(d), ms(quantile(d, 0.5)), ms(quantile(d, 0.95)), ms(quantile(d, 1)))
-		if r.scraped && row != rowPod {
+		fmt.Fprintf(w, "%-*s %6d %9s %9s %9s", rowWidth, row, len(d), ms(quantile(d, 0.5)), ms(quantile(d, 0.95)), ms(quantile(d, 1)))
+		if r.scraped && !summed(row) {
 			mean, _ := r.meanDelta(rpcMetric, "method", row)
 			fmt.Fprintf(w, " %15s", msFloat(mean))
 		}
 		fmt.Fprintln(w)
+	}
+	if r.mode == modeContainers {
+		r.printExitCodes(w)
 	}
 
 	if !r.scraped {
@@ -70,6 +83,32 @@ func (r report) print(w io.Writer) {
 		p95, _ := r.after.get(phaseMetric, append(labels, "quantile", "0.95")...)
 		mean, count := r.meanDelta(phaseMetric, labels...)
 		fmt.Fprintf(w, "%-10s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
+	}
+}
+
+// summed reports whether row is not one RPC's, and so has no daemon
+// figure: it adds up several RPCs, or times the container's process.
+func summed(row string) bool {
+	return row == rowPod || row == rowContainer || row == rowPodContainer || row == rowReady
+}
+
+// printExitCodes prints the containers' exit codes after StopContainer:
+// anything but 0 means the stop was not the graceful one the bench means to
+// time (137: the process ignored SIGTERM and was killed at the timeout).
+func (r report) printExitCodes(w io.Writer) {
+	codes := slices.Sorted(maps.Keys(r.exitCodes))
+	fmt.Fprint(w, "exit codes after StopContainer:")
+	if len(codes) == 0 {
+		fmt.Fprint(w, " none recorded")
+	}
+	for _, c := range codes {
+		fmt.Fprintf(w, " %d×%d", c, r.exitCodes[c])
+	}
+	fmt.Fprintln(w)
+	for _, c := range codes {
+		if c != 0 {
+			fmt.Fprintf(w, "note: %d container(s) did not exit 0 on SIGTERM; their StopContainer latency is not a graceful stop's\n", r.exitCodes[c])
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ const pausePullTimeout = time.Minute
 // default pause image can be neither found nor pulled (an offline node),
 // podbay makes it from its own static pause program, so pods still run.
 func (s *Server) pauseImage(ctx context.Context) (*image.Image, error) {
+	ctx = log.With(ctx, "image", s.cfg.PauseImage)
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	ref := s.cfg.PauseImage
@@ -39,7 +40,7 @@ func (s *Server) pauseImage(ctx context.Context) (*image.Image, error) {
 	if ref != config.DefaultPauseImage || s.pauseBinary == "" {
 		return nil, fmt.Errorf("pull pause image %s: %w", ref, pullErr)
 	}
-	log.G(ctx).Warn("pause image cannot be pulled; making it from the built-in pause program", "image", ref, "err", pullErr)
+	log.G(ctx).Warn("pause image cannot be pulled; making it from the built-in pause program", "err", pullErr)
 	img, err = s.images.ImportFromFiles(ctx, ref,
 		[]image.File{{Path: "/pause", Source: s.pauseBinary, Mode: 0o755}},
 		image.ImageConfig{Entrypoint: []string{"/pause"}})
@@ -55,13 +56,13 @@ func (s *Server) WarmPauseImage() {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx := log.With(s.ctx, "image", s.cfg.PauseImage)
+		ctx := s.ctx
 		if img, err := s.pauseImage(ctx); err != nil {
 			if s.ctx.Err() == nil {
 				log.G(ctx).Error("prepare pause image", "err", err)
 			}
 		} else {
-			log.G(ctx).Info("pause image ready", "id", img.ID)
+			log.G(ctx).Info("pause image ready", "image", s.cfg.PauseImage, "id", img.ID)
 		}
 	}()
 }

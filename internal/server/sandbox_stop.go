@@ -43,8 +43,14 @@ func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSand
 // Each step records its completion, so a Stop interrupted by a crash
 // resumes where it stopped and a repeated Stop does nothing.
 func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) error {
-	timer := s.metrics.Start("stop")
 	rec := sb.Record()
+	if rec.State == sandbox.StateNotReady && !rec.Stopping && (rec.NetworkMode == sandbox.ModeHost || rec.NetworkStopped) {
+		// Stopped already (a repeated Stop, or Remove after Stop). A Stop
+		// sets NetworkStopped only after the pod's containers stopped,
+		// and no container can be created in a pod that is not ready.
+		return nil
+	}
+	timer := s.metrics.Start("stop")
 	rt, rtErr := s.runtimeFor(rec.RuntimeHandler)
 
 	// Persisted before anything is torn down: the pod is going away, and a
