@@ -47,6 +47,10 @@ func (s *Server) recordExit(ctx context.Context, c *container.Container, st oci.
 		r.State = container.StateExited
 		r.ExitCode = st.Code
 		r.FinishedAt = st.ExitedAt
+		if !r.StartedAt.IsZero() && r.FinishedAt.Before(r.StartedAt) {
+			// File times and our clock can disagree by a tick.
+			r.FinishedAt = r.StartedAt
+		}
 		r.Reason = reason
 	})
 	s.saveContainer(ctx, rec)

@@ -32,6 +32,9 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err != nil {
 		return nil, err
 	}
+	// Stamped before Start: the process may run and exit (and conmon
+	// write its exit time) before Start returns.
+	started := time.Now()
 	if err := rt.Start(ctx, c.ID); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
@@ -46,8 +49,10 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		return nil, fmt.Errorf("start container: %w", err)
 	}
 	rec = c.Update(func(r *container.Record) {
-		r.State = container.StateRunning
-		r.StartedAt = time.Now()
+		r.StartedAt = started
+		if r.State == container.StateCreated {
+			r.State = container.StateRunning
+		}
 	})
 	if err := s.db.Put(containerBucket, c.ID, container.RecordVersion, rec); err != nil {
 		return nil, fmt.Errorf("persist container: %w", err)

@@ -20,7 +20,7 @@ import (
 
 // A leak is a host resource that this env made and nobody owns any more.
 type leak struct {
-	kind string // netns, mount, veth, ipam, process, iptables, cgroup, cni-cache, storage
+	kind string // netns, mount, veth, ipam, process, iptables, cgroup, cni-cache, storage, runtime
 	what string // human-readable
 	path string // netns/mount/cgroup path, veth name
 	pid  int
@@ -105,6 +105,7 @@ func containsAny(s string, ids map[string]bool) bool {
 func (e *env) findLeaks(keep map[string]bool) []leak {
 	var leaks []leak
 	known := e.knownIDs()
+	keep = e.withContainersOf(keep)
 
 	// Network namespace files and their mounts.
 	realNetns := realNetnsDir()
@@ -205,6 +206,7 @@ func (e *env) findLeaks(keep map[string]bool) []leak {
 	leaks = append(leaks, e.leakedProcesses(keep)...)
 	leaks = append(leaks, e.leakedRules(known, keep)...)
 	leaks = append(leaks, e.leakedCgroups(keep)...)
+	leaks = append(leaks, e.leakedRuntimeState(keep)...)
 	return leaks
 }
 
