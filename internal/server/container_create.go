@@ -210,6 +210,11 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if cfg.GetImage().GetImage() == "" {
 		return errInvalid("container image is required")
 	}
+	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
+		// CRI: run_as_group "should only be specified when run_as_user or
+		// run_as_username is specified; otherwise, the runtime MUST error".
+		return errInvalid("run_as_group is set without run_as_user or run_as_username")
+	}
 	if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") {
 		return errInvalid(fmt.Sprintf("log path %q must be relative to the pod's log directory", lp))
 	}

@@ -33,3 +33,33 @@ func TestSecurityProfiles(t *testing.T) {
 		t.Errorf("apparmor localhost %q", got.Localhost)
 	}
 }
+
+func TestValidateContainerConfig(t *testing.T) {
+	img := &runtimeapi.ImageSpec{Image: "busybox"}
+	md := &runtimeapi.ContainerMetadata{Name: "c"}
+	sc := func(s *runtimeapi.LinuxContainerSecurityContext) *runtimeapi.LinuxContainerConfig {
+		return &runtimeapi.LinuxContainerConfig{SecurityContext: s}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *runtimeapi.ContainerConfig
+		ok   bool
+	}{
+		{"nil", nil, false},
+		{"no metadata", &runtimeapi.ContainerConfig{Image: img}, false},
+		{"no image", &runtimeapi.ContainerConfig{Metadata: md}, false},
+		{"absolute log path", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "/etc/x"}, false},
+		{"escaping log path", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "../x"}, false},
+		{"group without user", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: sc(&runtimeapi.LinuxContainerSecurityContext{
+			RunAsGroup: &runtimeapi.Int64Value{Value: 1}})}, false},
+		{"group with user", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: sc(&runtimeapi.LinuxContainerSecurityContext{
+			RunAsGroup: &runtimeapi.Int64Value{Value: 1}, RunAsUser: &runtimeapi.Int64Value{Value: 1}})}, true},
+		{"group with username", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: sc(&runtimeapi.LinuxContainerSecurityContext{
+			RunAsGroup: &runtimeapi.Int64Value{Value: 1}, RunAsUsername: "www-data"})}, true},
+		{"plain", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "c/0.log"}, true},
+	} {
+		if err := validateContainerConfig(tc.cfg); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
