@@ -58,3 +58,14 @@ install: build
 
 clean:
 	rm -rf $(BIN)
+
+# CRI conformance: cri-tools' critest v1.34.0 (built from the tools/ module)
+# against a fresh podbayd, offline, with stand-in images; prints every spec
+# that did not pass and "N passed, N failed, N skipped" last. critest-bench
+# runs critest -benchmark and prints p50/p95 per operation (BENCH_N samples).
+.PHONY: critest critest-bench
+critest: deps
+	./hack/critest.sh
+
+critest-bench: deps
+	./hack/critest.sh --benchmark

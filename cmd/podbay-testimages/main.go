@@ -10,6 +10,18 @@
 //
 //	podbay-testimages --listen 127.0.0.1:5000 &
 //	crictl pull 127.0.0.1:5000/test/busybox:latest
+//
+// With --critest it serves stand-ins for the images critest pulls instead
+// (internal/testimage.CritestImages), under their upstream names behind a
+// prefix per registry (k8s/e2e-test-images/busybox:1.29-2 for
+// registry.k8s.io/e2e-test-images/busybox:1.29-2), and --registries-conf
+// writes the registries.conf that mirrors those registries to it. Those
+// images want Debian's dynamically linked busybox (the busybox package;
+// see CritestImages) and podbay-standin, built static:
+//
+//	CGO_ENABLED=0 go build -o bin/podbay-standin ./cmd/podbay-testimages/standin
+//	podbay-testimages --critest --listen 127.0.0.1:0 --busybox DIR/bin/busybox \
+//		--standin bin/podbay-standin --pause-binary bin/podbay-pause --registries-conf registries.conf
 package main
 
 import (
@@ -23,6 +35,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/podbay/podbay/internal/atomicfile"
 	"github.com/podbay/podbay/internal/testimage"
 )
 
@@ -31,7 +44,8 @@ const usage = `usage: podbay-testimages [flags]
 Builds podbay's test images from the host's static busybox, serves them from
 a registry on --listen (plain HTTP), prints one line per image reference
 ("<reference> <digest>"), and serves until SIGINT or SIGTERM. With --list,
-prints the same lines without serving.
+prints the same lines without serving. With --critest, serves critest's
+images (and --registries-conf writes the mirrors configuration for them).
 
 flags:
 `
@@ -45,6 +59,10 @@ type options struct {
 	username    string
 	password    string
 	verbose     bool
+
+	critest        bool
+	standIn        string
+	registriesConf string
 }
 
 func main() {
@@ -71,11 +89,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:5000", "`address` to serve on (port 0: any free port)")
 	fs.StringVar(&o.prefix, "prefix", "test", "repository `prefix`: \"test\" serves test/busybox, ...")
 	fs.BoolVar(&o.list, "list", false, "print the references it would serve, and exit")
-	fs.StringVar(&o.busybox, "busybox", testimage.DefaultBusybox, "static busybox `binary` to build the images from")
+	fs.StringVar(&o.busybox, "busybox", testimage.DefaultBusybox, "busybox `binary` to build the images from (static; a dynamically linked one brings its libraries)")
 	fs.StringVar(&o.pauseBinary, "pause-binary", "", "static `program` for the pause image's /pause (such as bin/podbay-pause); default: a busybox shell")
 	fs.StringVar(&o.username, "username", "", "require HTTP basic auth with this `user`")
 	fs.StringVar(&o.password, "password", "", "the basic-auth `password` (with --username)")
 	fs.BoolVar(&o.verbose, "v", false, "log every request to stderr")
+	fs.BoolVar(&o.critest, "critest", false, "serve stand-ins for critest's images under their upstream names (k8s/..., gcr/..., ecr/..., docker/...) instead of the default set; --prefix is ignored")
+	fs.StringVar(&o.standIn, "standin", "", "static podbay-standin `binary` for the critest images (with --critest)")
+	fs.StringVar(&o.registriesConf, "registries-conf", "", "with --critest, write a registries.conf mirroring critest's registries to this registry into `file` once serving")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -85,7 +106,28 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.password != "" && o.username == "" {
 		return o, errors.New("--password needs --username")
 	}
+	if o.critest && o.standIn == "" {
+		return o, errors.New("--critest needs --standin")
+	}
+	if !o.critest && (o.standIn != "" || o.registriesConf != "") {
+		return o, errors.New("--standin and --registries-conf go with --critest")
+	}
 	return o, nil
+}
+
+// imageSet returns the specs to serve.
+func imageSet(ctx context.Context, o options, stderr io.Writer) ([]testimage.Spec, error) {
+	if !o.critest {
+		return testimage.DefaultImages(testimage.DefaultOptions{Prefix: o.prefix, PauseBinary: o.pauseBinary}), nil
+	}
+	prefers, err := testimage.ShellPrefersApplets(ctx, o.busybox)
+	if err != nil {
+		return nil, err
+	}
+	if prefers {
+		fmt.Fprintf(stderr, "podbay-testimages: warning: the shell of %s runs its own applets before PATH (busybox-static); critest's MaskedPaths spec will fail with these images: use Debian's busybox package\n", o.busybox)
+	}
+	return testimage.CritestImages(testimage.CritestOptions{StandIn: o.standIn, PauseBinary: o.pauseBinary})
 }
 
 // run serves until ctx ends, writing the references to stdout and progress
@@ -95,7 +137,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	specs := testimage.DefaultImages(testimage.DefaultOptions{Prefix: o.prefix, PauseBinary: o.pauseBinary})
+	specs, err := imageSet(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
 	builder := testimage.NewBuilder(o.busybox)
 
 	if o.list {
@@ -137,6 +182,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		for _, ref := range spec.References(reg.Addr()) {
 			fmt.Fprintln(stdout, ref, d)
+		}
+	}
+	if o.registriesConf != "" {
+		conf := testimage.MirrorsConf(reg.Addr(), testimage.CritestMirrors())
+		if err := atomicfile.WriteFile(o.registriesConf, []byte(conf), 0o644); err != nil {
+			_ = reg.Close()
+			return fmt.Errorf("write %s: %w", o.registriesConf, err)
 		}
 	}
 	fmt.Fprintf(stderr, "podbay-testimages: serving %d images on http://%s until SIGINT or SIGTERM\n", len(specs), reg.Addr())

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -134,9 +135,12 @@ func TestServe(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	for name, args := range map[string][]string{
-		"unknown flag":          {"--nope"},
-		"argument":              {"extra"},
-		"password without user": {"--password", "x"},
+		"unknown flag":            {"--nope"},
+		"argument":                {"extra"},
+		"password without user":   {"--password", "x"},
+		"critest without standin": {"--critest"},
+		"standin without critest": {"--standin", "/bin/true"},
+		"conf without critest":    {"--registries-conf", "/tmp/x"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
@@ -149,5 +153,62 @@ func TestFlags(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"--busybox", "/nonexistent", "--listen", "127.0.0.1:0"}, io.Discard, io.Discard); err == nil {
 		t.Error("missing busybox: no error")
+	}
+}
+
+// --critest serves critest's stand-ins under their upstream names and
+// writes a registries.conf mirroring those registries to it.
+func TestCritestServe(t *testing.T) {
+	needBusybox(t)
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--critest", "--listen", "127.0.0.1:0", "--standin", testimage.DefaultBusybox,
+			"--registries-conf", conf}, &stdout, &stderr)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "serving") {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving after 60s:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	addr := strings.SplitN(stdout.String(), "/", 2)[0]
+	for _, want := range []string{
+		addr + "/k8s/e2e-test-images/busybox:1.29-2 sha256:",
+		addr + "/gcr/k8s-staging-cri-tools/test-image-tags:3 sha256:",
+		addr + "/ecr/docker/library/busybox:1.35.0-glibc sha256:",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("no %q in\n%s", want, stdout.String())
+		}
+	}
+	// Debian's busybox-static runs its own applets first: warned.
+	if prefers, _ := testimage.ShellPrefersApplets(ctx, ""); prefers && !strings.Contains(stderr.String(), "MaskedPaths") {
+		t.Errorf("no warning about the busybox shell:\n%s", stderr.String())
+	}
+	data, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(data), testimage.MirrorsConf(addr, testimage.CritestMirrors()); got != want {
+		t.Errorf("registries.conf\n%s\nwant\n%s", got, want)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancel")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -126,6 +127,11 @@ func skeleton(t *tree) error {
 //     empty mount points /dev, /proc and /sys. No /etc/hostname, /etc/hosts
 //     or /etc/resolv.conf: the runtime provides those.
 //
+// A dynamically linked busybox (Debian's busybox package) also gets its ELF
+// interpreter and shared libraries, at the paths its loader looks in
+// (/lib64/ld-linux-x86-64.so.2, /lib/x86_64-linux-gnu/libc.so.6, ...); a
+// static one gets nothing more.
+//
 // It runs binPath to list the applets, so the binary must run on this host.
 // The layer is deterministic: the same binary gives the same digest.
 func BusyboxLayer(ctx context.Context, binPath string) (v1.Layer, error) {
@@ -177,6 +183,9 @@ func busyboxTree(ctx context.Context, binPath string) (*tree, error) {
 			}
 		}
 	}
+	if err := addSharedLibraries(t, binPath); err != nil {
+		return nil, fmt.Errorf("busybox layer: %w", err)
+	}
 	if err := t.addParents(nil); err != nil {
 		return nil, fmt.Errorf("busybox layer: %w", err)
 	}
@@ -216,8 +225,9 @@ func listApplets(ctx context.Context, binPath string) ([]string, error) {
 	return nil, fmt.Errorf("list busybox applets: %s has no sh applet (%d applets)", binPath, len(applets))
 }
 
-// busyboxBinaryTree is a layer with /bin/busybox and nothing else: the
-// smallest layer that can run a command.
+// busyboxBinaryTree is a layer with /bin/busybox and nothing else (but
+// the shared libraries of a dynamically linked one): the smallest layer that
+// can run a command.
 func busyboxBinaryTree(binPath string) (*tree, error) {
 	bin, err := os.ReadFile(binPath)
 	if err != nil {
@@ -228,6 +238,12 @@ func busyboxBinaryTree(binPath string) (*tree, error) {
 		return nil, err
 	}
 	if err := t.file("bin/busybox", bin, 0o755, 0, 0); err != nil {
+		return nil, err
+	}
+	if err := addSharedLibraries(t, binPath); err != nil {
+		return nil, err
+	}
+	if err := t.addParents(nil); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -277,4 +293,30 @@ func elfArch(binPath string) (string, error) {
 		return "loong64", nil
 	}
 	return "", fmt.Errorf("read busybox architecture: %s: unsupported ELF machine %v", binPath, f.Machine)
+}
+
+// ShellPrefersApplets reports whether the shell of the busybox at binPath
+// runs its own applets before looking in PATH (busybox's
+// FEATURE_SH_STANDALONE, which Debian's busybox-static has and the
+// official busybox image's busybox does not). Such a shell runs its ls
+// applet for `sh -c ls` even when the runtime masks /bin/ls, so critest's
+// MaskedPaths spec cannot pass with it.
+func ShellPrefersApplets(ctx context.Context, binPath string) (bool, error) {
+	if binPath == "" {
+		binPath = DefaultBusybox
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// With no PATH to search, only an applet can answer to ls.
+	cmd := exec.CommandContext(ctx, binPath, "sh", "-c", "command -v ls")
+	cmd.Env = []string{"PATH=/nonexistent"}
+	out, err := cmd.Output()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return strings.TrimSpace(string(out)) == "ls", nil
+	case errors.As(err, &exitErr):
+		return false, nil
+	}
+	return false, fmt.Errorf("run %s sh: %w", binPath, err)
 }

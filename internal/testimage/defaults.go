@@ -50,20 +50,7 @@ func DefaultImages(opts DefaultOptions) []Spec {
 		return c
 	}
 
-	pause := Spec{
-		Repository: repo("pause"),
-		Tags:       []string{"latest", "3.10"},
-		Base:       BaseBusyboxBinary,
-		Config: Config{
-			Entrypoint: []string{"/bin/busybox", "sh", "-c", pauseScript},
-			StopSignal: "SIGTERM",
-		},
-	}
-	if opts.PauseBinary != "" {
-		pause.Base = BaseScratch
-		pause.Files = []File{{Path: "/pause", HostPath: opts.PauseBinary, Mode: 0o755}}
-		pause.Config.Entrypoint = []string{"/pause"}
-	}
+	pause := pauseSpec(repo("pause"), []string{"latest", "3.10"}, opts.PauseBinary)
 
 	return []Spec{
 		{
@@ -112,4 +99,24 @@ func DefaultImages(opts DefaultOptions) []Spec {
 		},
 		pause,
 	}
+}
+
+// pauseSpec is the pause image: podbay-pause at /pause when pauseBinary is
+// set, else a busybox shell that sleeps until SIGTERM or SIGINT.
+func pauseSpec(repo string, tags []string, pauseBinary string) Spec {
+	pause := Spec{
+		Repository: repo,
+		Tags:       tags,
+		Base:       BaseBusyboxBinary,
+		Config: Config{
+			Entrypoint: []string{"/bin/busybox", "sh", "-c", pauseScript},
+			StopSignal: "SIGTERM",
+		},
+	}
+	if pauseBinary != "" {
+		pause.Base = BaseScratch
+		pause.Files = []File{{Path: "/pause", HostPath: pauseBinary, Mode: 0o755}}
+		pause.Config.Entrypoint = []string{"/pause"}
+	}
+	return pause
 }

@@ -4,7 +4,7 @@
 //
 // The pieces, bottom up:
 //
-//   - [BusyboxLayer] turns the host's static busybox into a layer shaped like
+//   - [BusyboxLayer] turns the host's busybox into a layer shaped like
 //     the official busybox image: one hard link per applet, /etc/passwd and
 //     /etc/group with root, nobody, www-data and test users, /tmp 1777.
 //   - [Spec] describes an image: repository, tags, extra files, config, and
@@ -14,6 +14,11 @@
 //     switchable faults; [Registry.Push] builds and pushes a Spec.
 //   - [DefaultImages] is the ready-made set the integration tests and
 //     podbay-testimages serve.
+//   - [CritestImages] are stand-ins for the images cri-tools' critest pulls,
+//     served under their upstream names behind [CritestMirrors] (see
+//     [MirrorsConf]); they run the applets of package standin (pgrep, ipcs,
+//     nginx, httpd, nnp) and are built from Debian's dynamically linked
+//     busybox, whose loader and libraries [BusyboxLayer] adds.
 //
 // Everything is deterministic: file times are fixed at [Epoch] and layers are
 // compressed with a fixed gzip header, so the same inputs (the busybox
