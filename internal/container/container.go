@@ -46,6 +46,13 @@ type Mount struct {
 	SelinuxRelabel bool   `json:"selinuxRelabel,omitempty"`
 }
 
+// User is a container process's identity.
+type User struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+}
+
 // Record is the persisted state of one container.
 type Record struct {
 	ID        string `json:"id"`
@@ -75,6 +82,9 @@ type Record struct {
 	Dir string `json:"dir"`
 	// CgroupPath is the container's cgroup, relative to the hierarchies.
 	CgroupPath string `json:"cgroupPath"`
+	// User is the identity the container's process runs as, as resolved
+	// at create (image user, run_as_*, supplemental groups and policy).
+	User *User `json:"user,omitempty"`
 	// StopSignal is the image's stop signal ("" = SIGTERM).
 	StopSignal string `json:"stopSignal,omitempty"`
 	Pid        int    `json:"pid,omitempty"`

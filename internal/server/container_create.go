@@ -152,6 +152,10 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err := writeBundle(bundle, spec); err != nil {
 		return nil, err
 	}
+	u := spec.Process.User
+	rec = c.Update(func(r *container.Record) {
+		r.User = &container.User{UID: u.UID, GID: u.GID, Groups: u.AdditionalGids}
+	})
 	if rec.LogPath != "" {
 		if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir: %w", err)

@@ -34,6 +34,13 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 		Annotations: rec.Annotations,
 		LogPath:     rec.LogPath,
 	}
+	if u := rec.User; u != nil {
+		lu := &runtimeapi.LinuxContainerUser{Uid: int64(u.UID), Gid: int64(u.GID)}
+		for _, g := range u.Groups {
+			lu.SupplementalGroups = append(lu.SupplementalGroups, int64(g))
+		}
+		st.User = &runtimeapi.ContainerUser{Linux: lu}
+	}
 	if !rec.StartedAt.IsZero() {
 		st.StartedAt = rec.StartedAt.UnixNano()
 	}

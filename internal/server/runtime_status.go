@@ -32,7 +32,10 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 			resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: "", Features: h.Features})
 		}
 	}
-	resp.Features = &runtimeapi.RuntimeFeatures{}
+	// Supplemental groups follow the pod's policy (Merge: the image's
+	// /etc/group memberships too; Strict: only the ones asked for), and
+	// ContainerStatus reports the resulting identity.
+	resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}
 	if req.GetVerbose() {
 		unavailable := map[string]string{}
 		for name, err := range s.unavailable {
