@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/config"
@@ -58,6 +60,8 @@ func run() error {
 	cniPluginDirs := fs.String("cni-plugin-dirs", "", "comma-separated CNI plugin dirs (overrides network.plugin_dirs)")
 	pause := fs.String("pause-binary", "", "static pause program (overrides pause_binary)")
 	registriesConf := fs.String("registries-conf", "", "registries.conf (overrides image.registries_conf)")
+	streamAddr := fs.String("stream-address", "", "IP address of the Exec/Attach/PortForward streaming server (overrides stream_address)")
+	streamPort := fs.Int("stream-port", -1, "port of the streaming server, 0 for any free one (overrides stream_port)")
 	version := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
 	if *version {
@@ -78,7 +82,7 @@ func run() error {
 		{*listen, &cfg.Listen}, {*root, &cfg.Root}, {*state, &cfg.State}, {*logLevel, &cfg.LogLevel},
 		{*logFormat, &cfg.LogFormat}, {*metricsAddr, &cfg.MetricsAddress},
 		{*cniConfDir, &cfg.Network.ConfDir}, {*pause, &cfg.PauseBinary},
-		{*registriesConf, &cfg.Image.RegistriesConf},
+		{*registriesConf, &cfg.Image.RegistriesConf}, {*streamAddr, &cfg.StreamAddress},
 	} {
 		if o.flag != "" {
 			*o.dst = o.flag
@@ -87,11 +91,16 @@ func run() error {
 	if *cniPluginDirs != "" {
 		cfg.Network.PluginDirs = strings.Split(*cniPluginDirs, ",")
 	}
+	if *streamPort >= 0 {
+		cfg.StreamPort = *streamPort
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	logger := newLogger(cfg)
 	slog.SetDefault(logger)
+	// The kubelet's streaming server logs through klog.
+	klog.SetSlogLogger(logger)
 	// containers/image and containers/storage log through logrus; keep
 	// their chatter (info-level platform notes) out unless debugging.
 	if cfg.LogLevel != "debug" {
@@ -229,6 +238,10 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("detect host: %w", err)
 	}
+	streamL, err := net.Listen("tcp", cfg.StreamListenAddress())
+	if err != nil {
+		return nil, fmt.Errorf("streaming server: %w", err)
+	}
 	srv, err := server.New(server.Options{
 		Config:         cfg,
 		DB:             db,
@@ -242,8 +255,10 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Host:           host,
 		PauseBinary:    pauseBin,
 		MinOOMScoreAdj: minScore,
+		StreamListener: streamL,
 	})
 	if err != nil {
+		streamL.Close()
 		return nil, err
 	}
 	d.srv = srv
@@ -267,8 +282,13 @@ func (d *daemon) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- d.srv.Serve(l) }()
+	go func() {
+		if err := d.srv.ServeStreams(); err != nil {
+			errc <- fmt.Errorf("streaming server: %w", err)
+		}
+	}()
 
 	var metricsSrv *http.Server
 	if d.cfg.MetricsAddress != "" {
@@ -281,7 +301,7 @@ func (d *daemon) serve(ctx context.Context) error {
 			}
 		}()
 	}
-	log.G(ctx).Info("podbayd serving", "socket", d.cfg.Listen, "metrics", d.cfg.MetricsAddress, "version", server.Version)
+	log.G(ctx).Info("podbayd serving", "socket", d.cfg.Listen, "streaming", d.srv.StreamAddr().String(), "metrics", d.cfg.MetricsAddress, "version", server.Version)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

@@ -6,10 +6,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -70,6 +72,15 @@ type Config struct {
 	// SandboxTimeout bounds RunPodSandbox's work once the client has gone,
 	// as a Go duration.
 	SandboxTimeout Duration `toml:"sandbox_timeout"`
+	// StreamAddress is the IP address the streaming server (the sessions
+	// of Exec, Attach and PortForward) listens on, and names in the URLs
+	// it hands out; as containerd's stream_server_address.
+	StreamAddress string `toml:"stream_address"`
+	// StreamPort is the streaming server's TCP port; 0 picks a free one.
+	StreamPort int `toml:"stream_port"`
+	// StreamIdleTimeout closes a streaming session that passed no data
+	// for this long.
+	StreamIdleTimeout Duration `toml:"stream_idle_timeout"`
 
 	Network  Network            `toml:"network"`
 	Image    Image              `toml:"image"`
@@ -140,6 +151,8 @@ func Default() *Config {
 		PauseImage:          DefaultPauseImage,
 		DefaultRuntime:      "runc",
 		SandboxTimeout:      Duration(4 * 60e9),
+		StreamAddress:       "127.0.0.1",
+		StreamIdleTimeout:   Duration(4 * 3600e9),
 		Network: Network{
 			ConfDir:       "/etc/cni/net.d",
 			PluginDirs:    []string{"/usr/lib/cni", "/opt/cni/bin"},
@@ -228,6 +241,16 @@ func (c *Config) Validate() error {
 	if c.SandboxTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("sandbox_timeout must be positive"))
 	}
+	if ip := net.ParseIP(c.StreamAddress); ip == nil || ip.IsUnspecified() {
+		// The address goes into the URLs the clients connect to.
+		errs = append(errs, fmt.Errorf("stream_address %q: want the IP address clients connect to (not 0.0.0.0 or ::)", c.StreamAddress))
+	}
+	if c.StreamPort < 0 || c.StreamPort > 65535 {
+		errs = append(errs, fmt.Errorf("stream_port %d: want 0 (any free port) to 65535", c.StreamPort))
+	}
+	if c.StreamIdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("stream_idle_timeout must be positive"))
+	}
 	if c.Network.CacheDir == "" {
 		c.Network.CacheDir = filepath.Join(c.Root, "cni")
 	}
@@ -266,6 +289,11 @@ func (c *Config) Validate() error {
 		c.Runtimes[name] = rt
 	}
 	return errors.Join(errs...)
+}
+
+// StreamListenAddress is the host:port the streaming server listens on.
+func (c *Config) StreamListenAddress() string {
+	return net.JoinHostPort(c.StreamAddress, strconv.Itoa(c.StreamPort))
 }
 
 // RuntimeNames returns the configured handler names, sorted.

@@ -21,6 +21,9 @@ func TestLoadDefaultsAndOverrides(t *testing.T) {
 	if cfg.Runtimes["runc"].NetworkOrder != OrderBefore || cfg.Runtimes["runc"].Root != "/run/podbay/runtimes/runc" {
 		t.Fatalf("runc defaults %+v", cfg.Runtimes["runc"])
 	}
+	if got := cfg.StreamListenAddress(); got != "127.0.0.1:0" || cfg.StreamIdleTimeout.String() != "4h0m0s" {
+		t.Fatalf("streaming defaults: address %q, idle timeout %v", got, cfg.StreamIdleTimeout)
+	}
 	if _, err := Load(filepath.Join(dir, "missing.toml"), false); err == nil {
 		t.Fatal("an explicitly named missing file loaded")
 	}
@@ -29,6 +32,9 @@ func TestLoadDefaultsAndOverrides(t *testing.T) {
 	os.WriteFile(path, []byte(`
 log_level = "debug"
 sandbox_timeout = "90s"
+stream_address = "::1"
+stream_port = 10010
+stream_idle_timeout = "30m"
 [network]
 default_subnet = "10.5.0.0/16"
 [runtimes.vm]
@@ -45,6 +51,9 @@ network_order = "after"
 	}
 	if cfg.LogLevel != "debug" || cfg.SandboxTimeout.String() != "1m30s" || cfg.Network.DefaultSubnet != "10.5.0.0/16" {
 		t.Fatalf("file values not applied: %+v", cfg)
+	}
+	if got := cfg.StreamListenAddress(); got != "[::1]:10010" || cfg.StreamIdleTimeout.String() != "30m0s" {
+		t.Fatalf("streaming settings: address %q, idle timeout %v", got, cfg.StreamIdleTimeout)
 	}
 	if _, ok := cfg.Runtimes["runc"]; ok || cfg.Runtimes["vm"].NetworkOrder != OrderAfter {
 		t.Fatalf("a [runtimes] table must replace the built-in list: %+v", cfg.Runtimes)
@@ -71,6 +80,10 @@ func TestLoadRejects(t *testing.T) {
 		"no default rt":  func(c *Config) { c.DefaultRuntime = "kata" },
 		"bad oom":        func(c *Config) { c.RestrictOOMScoreAdj = "maybe" },
 		"bad driver":     func(c *Config) { c.Image.Driver = "btrfs" },
+		"stream any":     func(c *Config) { c.StreamAddress = "0.0.0.0" },
+		"stream name":    func(c *Config) { c.StreamAddress = "localhost" },
+		"stream port":    func(c *Config) { c.StreamPort = 70000 },
+		"stream idle":    func(c *Config) { c.StreamIdleTimeout = 0 },
 	} {
 		c := Default()
 		mod(c)

@@ -1,5 +1,6 @@
 // Package netns creates, pins and releases the network namespaces podbay
-// hands to CNI and to the OCI runtime.
+// hands to CNI and to the OCI runtime, and dials from inside them for port
+// forwarding.
 //
 // A namespace is pinned by bind-mounting /proc/self/task/<tid>/ns/net of a
 // thread that unshared it onto a file, the way `ip netns add` does; the
@@ -9,8 +10,10 @@
 package netns
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -166,4 +169,58 @@ func InUse(path string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Dial connects to address (host:port, numeric) over TCP from inside the
+// network namespace at path, the way a process in the pod would. Only the
+// socket is created in the namespace, on a locked thread that returns to
+// its own namespace right after; the connection is then used from
+// anywhere. If the thread cannot return it stays locked and Go discards
+// it, as in Pin.
+func Dial(ctx context.Context, path, address string) (net.Conn, error) {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		conn, err := dialOnThisThread(ctx, path, address)
+		ch <- result{conn, err}
+	}()
+	res := <-ch
+	return res.conn, res.err
+}
+
+func dialOnThisThread(ctx context.Context, path, address string) (net.Conn, error) {
+	target, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open network namespace: %w", err)
+	}
+	defer target.Close()
+	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	if err != nil {
+		return nil, fmt.Errorf("open current network namespace: %w", err)
+	}
+	defer orig.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("enter network namespace %s: %w", path, err)
+	}
+	// The dialer creates the socket on this thread before it waits for
+	// the connection, so the socket belongs to the namespace.
+	var d net.Dialer
+	conn, dialErr := d.DialContext(ctx, "tcp", address)
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Leave the thread locked: the runtime will terminate it.
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("return to original network namespace: %w", err)
+	}
+	runtime.UnlockOSThread()
+	if dialErr != nil {
+		return nil, dialErr
+	}
+	return conn, nil
 }

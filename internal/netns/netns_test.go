@@ -1,10 +1,15 @@
 package netns
 
 import (
+	"context"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 func requireRoot(t *testing.T) {
@@ -111,5 +116,79 @@ func TestUnmountMissing(t *testing.T) {
 	requireRoot(t)
 	if err := Remove(filepath.Join(t.TempDir(), "nope")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDial: Dial connects from inside the namespace: to a server there,
+// not to one on the host's loopback at the same port, and the thread it
+// used is back in the host's namespace.
+func TestDial(t *testing.T) {
+	requireRoot(t)
+	for _, bin := range []string{"/usr/bin/nsenter", "/bin/busybox"} {
+		if _, err := os.Stat(bin); err != nil {
+			t.Skipf("needs %s", bin)
+		}
+	}
+	p := Path(t.TempDir(), "dial")
+	if err := Pin(p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Remove(p) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// A host server on a free port; the namespace's loopback is down.
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	addr := host.Addr().String()
+	if conn, err := Dial(ctx, p, addr); err == nil {
+		conn.Close()
+		t.Fatal("Dial reached the host's loopback from the pinned namespace")
+	}
+
+	// A server in the namespace on the same port.
+	_, port, _ := net.SplitHostPort(addr)
+	if out, err := exec.Command("nsenter", "--net="+p, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("bring up lo: %v: %s", err, out)
+	}
+	srv := exec.Command("nsenter", "--net="+p, "/bin/busybox", "nc", "-l", "-p", port, "-e", "/bin/busybox", "echo", "from the namespace")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+	}()
+	var got []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		conn, err := Dial(ctx, p, addr)
+		if err != nil {
+			continue // nc is not listening yet
+		}
+		got, err = io.ReadAll(conn)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if string(got) != "from the namespace\n" {
+		t.Fatalf("read %q from the namespace's server", got)
+	}
+
+	// Every thread is still in the host's namespace.
+	self, err := os.Stat("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		fi, err := os.Stat(filepath.Join("/proc/self/task", task.Name(), "ns/net"))
+		if err == nil && !os.SameFile(fi, self) {
+			t.Errorf("thread %s was left in another network namespace", task.Name())
+		}
 	}
 }

@@ -45,8 +45,9 @@ import (
 // stdout keeps the call open until the Timeout, which kills the process's
 // group, that child included. A child that detaches (its own session,
 // output redirected) is left alone. conmon (a subreaper, as CRI-O uses
-// it) returns when the process exits; that is worth its cost for execs
-// that must outlive the daemon (streaming exec), not for ExecSync.
+// it) returns when the process exits; that would be worth its cost for
+// execs that must outlive the daemon, but neither ExecSync nor an
+// interactive Exec (exec_stream.go) should: both end with their client.
 
 // MaxExecOutput caps each of ExecResult.Stdout and Stderr; the rest is
 // read and discarded, and the result says that it was truncated.
@@ -112,59 +113,78 @@ type ExecResult struct {
 // could not be started, or that ctx ended, in which case the process was
 // killed as on a timeout.
 func (r *Runtime) ExecSync(ctx context.Context, id string, opts ExecOptions) (ExecResult, error) {
-	if err := validateID(id); err != nil {
+	files, done, err := r.prepareExec(ctx, id, opts, false)
+	if err != nil {
 		return ExecResult{}, err
 	}
-	if err := opts.validate(); err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	st, err := r.State(ctx, id)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	if st.Status != StatusRunning {
-		return ExecResult{}, fmt.Errorf("exec in container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
-	}
-	spec, err := readSpec(st.Bundle)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	proc, err := execProcess(spec.Process, opts)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-
-	// The bundle belongs to the container and is writable; a crash leaves
-	// at most a small directory there, removed with the bundle.
-	dir, err := os.MkdirTemp(st.Bundle, ".exec-")
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	defer os.RemoveAll(dir)
-	files := execFilesIn(dir)
-	data, err := json.Marshal(proc)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-	if err := os.WriteFile(files.process, data, 0o600); err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
-	}
-
+	defer done()
 	res, runtimeMsg, err := r.runExec(ctx, id, files, opts.Timeout)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
 	}
 	if runtimeMsg != "" {
-		// The runtime failed before or while starting the process. The
-		// container may have stopped since the state check.
-		if st, stErr := r.State(ctx, id); errdefs.IsNotFound(stErr) {
-			return ExecResult{}, fmt.Errorf("exec in container %s: %s: %w", id, runtimeMsg, errdefs.ErrNotFound)
-		} else if stErr == nil && st.Status != StatusRunning {
-			return ExecResult{}, fmt.Errorf("exec in container %s: container is %s: %s: %w", id, st.Status, runtimeMsg, errdefs.ErrFailedPrecondition)
-		}
-		return ExecResult{}, fmt.Errorf("exec in container %s: runtime exec: %s (exit status %d)", id, runtimeMsg, res.ExitCode)
+		return ExecResult{}, r.execFailure(ctx, id, runtimeMsg, res.ExitCode)
 	}
 	return res, nil
+}
+
+// prepareExec checks that container id runs and writes the process spec
+// of an exec into a directory of its own in the bundle. done removes the
+// directory.
+func (r *Runtime) prepareExec(ctx context.Context, id string, opts ExecOptions, terminal bool) (files execFiles, done func(), err error) {
+	if err := validateID(id); err != nil {
+		return execFiles{}, nil, err
+	}
+	if err := opts.validate(); err != nil {
+		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	st, err := r.State(ctx, id)
+	if err != nil {
+		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	if st.Status != StatusRunning {
+		return execFiles{}, nil, fmt.Errorf("exec in container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
+	}
+	spec, err := readSpec(st.Bundle)
+	if err != nil {
+		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	proc, err := execProcess(spec.Process, opts)
+	if err != nil {
+		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	proc.Terminal = terminal
+
+	// The bundle belongs to the container and is writable; a crash leaves
+	// at most a small directory there, removed with the bundle.
+	dir, err := os.MkdirTemp(st.Bundle, ".exec-")
+	if err != nil {
+		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	done = func() { os.RemoveAll(dir) }
+	files = execFilesIn(dir)
+	data, err := json.Marshal(proc)
+	if err == nil {
+		err = os.WriteFile(files.process, data, 0o600)
+	}
+	if err != nil {
+		done()
+		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	return files, done, nil
+}
+
+// execFailure is the error for an exec whose runtime failed, before or
+// while starting the process, with runtimeMsg and exit status code. The
+// container may have stopped since the state check: that is NotFound or
+// FailedPrecondition.
+func (r *Runtime) execFailure(ctx context.Context, id, runtimeMsg string, code int32) error {
+	if st, stErr := r.State(ctx, id); errdefs.IsNotFound(stErr) {
+		return fmt.Errorf("exec in container %s: %s: %w", id, runtimeMsg, errdefs.ErrNotFound)
+	} else if stErr == nil && st.Status != StatusRunning {
+		return fmt.Errorf("exec in container %s: container is %s: %s: %w", id, st.Status, runtimeMsg, errdefs.ErrFailedPrecondition)
+	}
+	return fmt.Errorf("exec in container %s: runtime exec: %s (exit status %d)", id, runtimeMsg, code)
 }
 
 func (o ExecOptions) validate() error {
@@ -311,12 +331,10 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 
 	stdout := &cappedBuffer{max: MaxExecOutput}
 	stderr := &cappedBuffer{max: MaxExecOutput}
-	outDone, errDone := make(chan struct{}), make(chan struct{})
-	go func() { _, _ = io.Copy(stdout, outR); close(outDone) }()
-	go func() { _, _ = io.Copy(stderr, errR); close(errDone) }()
+	copies := []*outputCopy{copyOutput(stdout, outR), copyOutput(stderr, errR)}
 	// Whatever happens below, the readers are stopped before returning.
 	defer func() {
-		drainOutput(outR, outDone, errR, errDone)
+		drainOutput(execOutputGrace, copies...)
 		res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
 		res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
 	}()
@@ -358,24 +376,64 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	return ExecResult{ExitCode: code}, runtimeMsg, nil
 }
 
-// drainOutput gives the readers execOutputGrace to reach the end of
-// their pipes, then cuts them off. runc exits only after its output is
-// closed, so this only matters for a runtime that hands the process the
-// pipes themselves, where a child left behind could hold them open.
-func drainOutput(outR *os.File, outDone <-chan struct{}, errR *os.File, errDone <-chan struct{}) {
-	grace := time.NewTimer(execOutputGrace)
-	defer grace.Stop()
-	for _, done := range []<-chan struct{}{outDone, errDone} {
-		select {
-		case <-done:
-		case <-grace.C:
-			// Both at once: the timer fires only once.
-			_ = outR.SetReadDeadline(time.Now())
-			_ = errR.SetReadDeadline(time.Now())
-			<-outDone
-			<-errDone
-			return
+// outputCopy copies one output of an exec, from the read end of a pipe
+// or a terminal, to a writer.
+type outputCopy struct {
+	r    *os.File
+	done chan struct{}
+}
+
+// copyOutput starts copying r to w until r ends. When w fails, the rest
+// is read and discarded: the process must not block on a full pipe
+// because nobody reads its output any more.
+func copyOutput(w io.Writer, r *os.File) *outputCopy {
+	c := &outputCopy{r: r, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		if _, err := io.Copy(w, r); err != nil && !isReadEnd(err) {
+			_, _ = io.Copy(io.Discard, r)
 		}
+	}()
+	return c
+}
+
+// isReadEnd reports whether err came from reading, not writing: the end
+// of a pipe or terminal (a terminal's master reads EIO once the other
+// side is closed), or a deadline set by drainOutput.
+func isReadEnd(err error) bool {
+	var pe *os.PathError
+	return errors.As(err, &pe) && pe.Op == "read"
+}
+
+// drainOutput gives the copies grace to reach the end of their input,
+// then cuts them off. runc exits only after its output is closed, so the
+// grace only matters for a runtime that hands the process the pipes
+// themselves, where a child left behind could hold them open. A copy
+// stuck writing to its writer (a client that stopped reading) is given
+// up on after execKillGrace more; it ends when its writer fails.
+func drainOutput(grace time.Duration, copies ...*outputCopy) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for i, c := range copies {
+		select {
+		case <-c.done:
+			continue
+		case <-t.C:
+		}
+		// All at once: the timer fires only once.
+		for _, c := range copies[i:] {
+			_ = c.r.SetReadDeadline(time.Now())
+		}
+		stuck := time.NewTimer(execKillGrace)
+		defer stuck.Stop()
+		for _, c := range copies[i:] {
+			select {
+			case <-c.done:
+			case <-stuck.C:
+				return
+			}
+		}
+		return
 	}
 }
 
@@ -439,60 +497,99 @@ func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <
 	}
 }
 
-// killExecGroup sends SIGKILL to the exec'd process at pid and to its
-// process group. runc makes the process a session and group leader
-// (setsid), so the group is pid and holds what the process started, like
-// the sleep under `sh -c "sleep 10; echo"`, or a background child that
-// still holds the output after the process exited.
+// killExecGroup sends SIGKILL to the exec'd process at pid, to its
+// process group and to its session. runc makes the process a session and
+// group leader (setsid), so the group is pid and holds what the process
+// started, like the sleep under `sh -c "sleep 10; echo"`, or a background
+// child that still holds the output after the process exited; the
+// session also holds the jobs an interactive shell on a terminal put in
+// process groups of their own.
 //
-// The kernel reuses a number only once no process and no group uses it.
-// So while pid is the runtime's child (runc's exec stays the parent and
-// reaps it), pid and group pid are the exec's; once it is reaped, group
-// pid is still the exec's while it has members, and empty otherwise. Only
-// a different process at pid (ppid not the runtime) means the number was
-// freed and reused: then there is nothing of the exec's left to kill.
+// The kernel reuses a number only once no process, group or session uses
+// it. So while pid is the runtime's child (runc's exec stays the parent
+// and reaps it), pid, group pid and session pid are the exec's; once it is
+// reaped, they are still the exec's while they have members, and empty
+// otherwise. Only a different process at pid (ppid not the runtime) means
+// the number was freed and reused: then there is nothing of the exec's
+// left to kill.
 func killExecGroup(pid, runtimePid int) {
-	ppid, pgid, err := parentAndGroup(pid)
+	st, err := readProcStat(pid)
 	switch {
-	case err == nil && ppid == runtimePid:
-		if pgid == pid {
+	case err == nil && st.ppid == runtimePid:
+		if st.pgid == pid {
 			_ = unix.Kill(-pid, unix.SIGKILL)
 		}
 		_ = unix.Kill(pid, unix.SIGKILL)
+		if st.sid == pid {
+			killSession(pid)
+		}
 	case err != nil:
-		// Reaped: what the runtime still waits for is in the group.
+		// Reaped: what the runtime still waits for is in the group or
+		// the session.
 		_ = unix.Kill(-pid, unix.SIGKILL)
+		killSession(pid)
 	}
 }
 
-// parentAndGroup reads the parent pid and process group of pid from
-// /proc/<pid>/stat.
-func parentAndGroup(pid int) (ppid, pgid int, err error) {
+// killSession sends SIGKILL to every process in session sid. A process
+// may fork while the list is read, so it is read until nothing is found.
+func killSession(sid int) {
+	for range 5 {
+		found := false
+		entries, _ := os.ReadDir("/proc")
+		for _, ent := range entries {
+			pid, err := strconv.Atoi(ent.Name())
+			if err != nil {
+				continue
+			}
+			if st, err := readProcStat(pid); err == nil && st.sid == sid && st.state != "Z" {
+				_ = unix.Kill(pid, unix.SIGKILL)
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+	}
+}
+
+// statFields holds the fields of /proc/<pid>/stat that killing an exec
+// needs.
+type statFields struct {
+	state           string
+	ppid, pgid, sid int
+}
+
+// readProcStat reads /proc/<pid>/stat.
+func readProcStat(pid int) (statFields, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return statFields{}, err
 	}
-	return parseStatParentGroup(b)
+	return parseProcStat(b)
 }
 
-// parseStatParentGroup parses "pid (comm) state ppid pgrp ...". comm may
-// hold spaces and parentheses, so the fields start after the last ")".
-func parseStatParentGroup(stat []byte) (ppid, pgid int, err error) {
+// parseProcStat parses "pid (comm) state ppid pgrp session ...". comm
+// may hold spaces and parentheses, so the fields start after the last
+// ")".
+func parseProcStat(stat []byte) (statFields, error) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("bad stat %q", stat)
+		return statFields{}, fmt.Errorf("bad stat %q", stat)
 	}
 	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 3 {
-		return 0, 0, fmt.Errorf("bad stat %q", stat)
+	if len(f) < 4 {
+		return statFields{}, fmt.Errorf("bad stat %q", stat)
 	}
-	if ppid, err = strconv.Atoi(f[1]); err != nil {
-		return 0, 0, err
+	st := statFields{state: f[0]}
+	for j, dst := range []*int{&st.ppid, &st.pgid, &st.sid} {
+		n, err := strconv.Atoi(f[j+1])
+		if err != nil {
+			return statFields{}, fmt.Errorf("bad stat %q: %w", stat, err)
+		}
+		*dst = n
 	}
-	if pgid, err = strconv.Atoi(f[2]); err != nil {
-		return 0, 0, err
-	}
-	return ppid, pgid, nil
+	return st, nil
 }
 
 // runtimeLogErrors returns the error messages in a runtime log written

@@ -162,22 +162,22 @@ func TestExecOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestParseStatParentGroup(t *testing.T) {
+func TestParseProcStat(t *testing.T) {
 	for _, tc := range []struct {
-		stat       string
-		ppid, pgid int
-		ok         bool
+		stat string
+		want statFields
+		ok   bool
 	}{
-		{stat: "3297 (sh) S 3285 3297 3297 0 -1 4194560", ppid: 3285, pgid: 3297, ok: true},
-		{stat: "42 (a) b) (c) Z 7 8 8 0", ppid: 7, pgid: 8, ok: true},
-		{stat: "42 (x y) R 1 1", ppid: 1, pgid: 1, ok: true},
-		{stat: "42 (sh) S 3285"},
+		{stat: "3297 (sh) S 3285 3297 3297 0 -1 4194560", want: statFields{state: "S", ppid: 3285, pgid: 3297, sid: 3297}, ok: true},
+		{stat: "42 (a) b) (c) Z 7 8 9 0", want: statFields{state: "Z", ppid: 7, pgid: 8, sid: 9}, ok: true},
+		{stat: "42 (x y) R 1 1 1", want: statFields{state: "R", ppid: 1, pgid: 1, sid: 1}, ok: true},
+		{stat: "42 (sh) S 3285 3297"},
 		{stat: "garbage"},
-		{stat: "42 (sh) S x y"},
+		{stat: "42 (sh) S x y z"},
 	} {
-		ppid, pgid, err := parseStatParentGroup([]byte(tc.stat))
-		if (err == nil) != tc.ok || ppid != tc.ppid || pgid != tc.pgid {
-			t.Errorf("parseStatParentGroup(%q) = (%d, %d, %v)", tc.stat, ppid, pgid, err)
+		got, err := parseProcStat([]byte(tc.stat))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseProcStat(%q) = (%+v, %v), want %+v", tc.stat, got, err, tc.want)
 		}
 	}
 }

@@ -14,10 +14,10 @@
 //	<bundle>/pidfile         the container init's pid (runtime --pid-file)
 //	<bundle>/exit            a copy of the exit code (conmon --persist-dir)
 //	<bundle>/oom             created by conmon when the container's memory cgroup reports an OOM kill
-//	<bundle>/attach, ctl, winsz  conmon's attach socket and control fifos (ReopenLog
-//	                         writes to ctl)
-//	<bundle>/.exec-*/        one per ExecSync under way: the process spec, the
-//	                         runtime's pid file and log; removed when it ends
+//	<bundle>/attach, ctl, winsz  conmon's attach socket (Attach) and control fifos
+//	                         (ReopenLog and Attach's resizes write to ctl)
+//	<bundle>/.exec-*/        one per ExecSync or Exec under way: the process spec,
+//	                         the runtime's pid file and log; removed when it ends
 //	<bundle>/config.json     read by ExecSync for the container's process settings;
 //	                         Update rewrites its linux.resources (atomically)
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -284,6 +285,26 @@ func (f *fakeImages) RootfsUsage(ctx context.Context, id string) (image.FsUsage,
 
 func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error) {
 	return oci.ExecResult{Stdout: []byte("ok\n")}, nil
+}
+
+// Exec prints its command line and exits with 3 when the command is
+// "fail".
+func (f *fakeRuntime) Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error) {
+	if opts.Stdout != nil {
+		fmt.Fprintf(opts.Stdout, "%s tty=%v\n", strings.Join(opts.Args, " "), opts.Tty)
+	}
+	if opts.Args[0] == "fail" {
+		return 3, nil
+	}
+	return 0, nil
+}
+
+// Attach prints the container's stdio settings.
+func (f *fakeRuntime) Attach(ctx context.Context, id string, opts oci.AttachOptions) error {
+	if opts.Stdout != nil {
+		fmt.Fprintf(opts.Stdout, "attached tty=%v stdinOnce=%v stdin=%v\n", opts.Tty, opts.StdinOnce, opts.Stdin != nil)
+	}
+	return nil
 }
 
 func (f *fakeRuntime) Update(ctx context.Context, id string, r *specs.LinuxResources) error {

@@ -30,6 +30,7 @@ import (
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/store"
+	"github.com/podbay/podbay/internal/streaming"
 )
 
 // Version is podbay's version, reported by the Version RPC.
@@ -65,6 +66,8 @@ type Runtime interface {
 	Exited(id string) (oci.ExitStatus, bool, error)
 	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
 	ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error)
+	Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error)
+	Attach(ctx context.Context, id string, opts oci.AttachOptions) error
 	Update(ctx context.Context, id string, r *specs.LinuxResources) error
 	ReopenLog(ctx context.Context, id string) error
 }
@@ -91,6 +94,10 @@ type Options struct {
 	// MinOOMScoreAdj, when set, is the lowest oom_score_adj a container may
 	// be given (the daemon's own score when it lacks CAP_SYS_RESOURCE).
 	MinOOMScoreAdj *int
+	// StreamListener is where the sessions of Exec, Attach and
+	// PortForward are served (ServeStreams); the server owns it. nil:
+	// those RPCs answer Unavailable.
+	StreamListener net.Listener
 }
 
 // Server serves the CRI.
@@ -120,7 +127,8 @@ type Server struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 
-	grpc *grpc.Server
+	grpc    *grpc.Server
+	streams *streaming.Server // nil without Options.StreamListener
 }
 
 // New returns a server. Call Recover before Serve.
@@ -146,6 +154,17 @@ func New(opts Options) (*Server, error) {
 		containers:  container.NewIndex(),
 		ctx:         ctx,
 		cancel:      cancel,
+	}
+	if opts.StreamListener != nil {
+		streams, err := streaming.New(opts.StreamListener, streamRuntime{s: s}, streaming.Config{
+			IdleTimeout: time.Duration(opts.Config.StreamIdleTimeout),
+			BaseContext: ctx,
+		})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		s.streams = streams
 	}
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
@@ -177,7 +196,25 @@ func (s *Server) Serve(l net.Listener) error {
 	return s.grpc.Serve(l)
 }
 
+// ServeStreams serves the streaming sessions until Shutdown; without
+// Options.StreamListener it returns nil at once.
+func (s *Server) ServeStreams() error {
+	if s.streams == nil {
+		return nil
+	}
+	return s.streams.Serve()
+}
+
+// StreamAddr is the address of the streaming server, nil without one.
+func (s *Server) StreamAddr() net.Addr {
+	if s.streams == nil {
+		return nil
+	}
+	return s.streams.Addr()
+}
+
 // Shutdown stops accepting RPCs and waits for those in flight until ctx ends,
+// ends the streaming sessions (killing the processes of interactive execs),
 // then stops background work. Pods keep running: their conmon monitors do
 // not depend on the daemon.
 func (s *Server) Shutdown(ctx context.Context) {
@@ -190,6 +227,11 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 		s.grpc.Stop()
+	}
+	if s.streams != nil {
+		if err := s.streams.Shutdown(ctx); err != nil {
+			log.G(ctx).Warn("stop streaming server", "err", err)
+		}
 	}
 	s.cancel()
 	s.bg.Wait()

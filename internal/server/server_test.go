@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,16 +69,23 @@ func newTestEnv(t *testing.T, fps string) *testEnv {
 
 func (e *testEnv) newServer(t *testing.T, fps *failpoint.Set) *Server {
 	t.Helper()
+	streams, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := New(Options{
 		Config: e.cfg, DB: e.db, Network: e.net,
-		Runtimes:    map[string]Runtime{"runc": e.rt},
-		Failpoints:  fps,
-		Images:      e.img,
-		PauseBinary: "/nonexistent/podbay-pause",
+		Runtimes:       map[string]Runtime{"runc": e.rt},
+		Failpoints:     fps,
+		Images:         e.img,
+		PauseBinary:    "/nonexistent/podbay-pause",
+		StreamListener: streams,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Serves until Shutdown; some tests replace the server without one.
+	go func() { _ = srv.ServeStreams() }()
 	if err := srv.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -146,8 +146,8 @@ func TestUnimplemented(t *testing.T) {
 	if _, err := e.rt.CheckpointContainer(rpcCtx(t), &runtimeapi.CheckpointContainerRequest{ContainerId: randHex(32)}); code(err) != codes.Unimplemented {
 		t.Errorf("CheckpointContainer: %v, want Unimplemented", err)
 	}
-	if _, err := e.rt.Exec(rpcCtx(t), &runtimeapi.ExecRequest{ContainerId: randHex(32), Cmd: []string{"true"}}); code(err) != codes.Unimplemented {
-		t.Errorf("Exec: %v, want Unimplemented", err)
+	if _, err := e.rt.ListMetricDescriptors(rpcCtx(t), &runtimeapi.ListMetricDescriptorsRequest{}); code(err) != codes.Unimplemented {
+		t.Errorf("ListMetricDescriptors: %v, want Unimplemented", err)
 	}
 }
 

@@ -1,0 +1,344 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// syncBuffer is an output stream the test reads while a session writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// waitOutput waits until b holds want, repeating poke (if any) every half
+// second, as for a resize that needs a moment to reach the container.
+func waitOutput(t *testing.T, b *syncBuffer, want string, poke func()) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	next := time.Now()
+	for time.Now().Before(deadline) {
+		if strings.Contains(b.String(), want) {
+			return
+		}
+		if poke != nil && time.Now().After(next) {
+			poke()
+			next = time.Now().Add(500 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("output %q does not contain %q", b.String(), want)
+}
+
+// withTerminal gives the container a devpts, which a terminal needs.
+func withTerminal(s *specs.Spec) {
+	s.Mounts = append(s.Mounts, specs.Mount{
+		Destination: "/dev/pts", Type: "devpts", Source: "devpts",
+		Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"},
+	})
+}
+
+// execResult is what a session returned.
+type execResult struct {
+	code int32
+	err  error
+}
+
+// startExec runs Exec in the background.
+func startExec(ctx context.Context, rt *Runtime, id string, opts ExecStreamOptions) <-chan execResult {
+	ch := make(chan execResult, 1)
+	go func() {
+		code, err := rt.Exec(ctx, id, opts)
+		ch <- execResult{code, err}
+	}()
+	return ch
+}
+
+func waitExec(t *testing.T, ch <-chan execResult) execResult {
+	t.Helper()
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(30 * time.Second):
+		t.Fatal("Exec did not return")
+		return execResult{}
+	}
+}
+
+func TestIntegrationExecStream(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, _ := e.startContainer(ctx, "execstream", CreateOptions{}, nil, "sleep", "1000")
+
+	for _, tc := range []struct {
+		name             string
+		args             []string
+		stdin            io.Reader
+		wantOut, wantErr string
+		wantCode         int32
+	}{
+		{name: "stdin echoed", args: []string{"cat"}, stdin: strings.NewReader("hello\nworld\n"), wantOut: "hello\nworld\n"},
+		{name: "no stdin", args: []string{"cat"}},
+		{name: "streams apart and exit code", args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, wantOut: "out\n", wantErr: "err\n", wantCode: 3},
+		{name: "killed by a signal", args: []string{"sh", "-c", "kill -9 $$"}, wantCode: 128 + 9},
+		{name: "big output", args: []string{"sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo 0123456789012345678901234567890123456789; i=$((i+1)); done"}, wantOut: strings.Repeat("0123456789012345678901234567890123456789\n", 2000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			code, err := e.rt.Exec(ctx, id, ExecStreamOptions{Args: tc.args, Stdin: tc.stdin, Stdout: &stdout, Stderr: &stderr})
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if code != tc.wantCode || stdout.String() != tc.wantOut || stderr.String() != tc.wantErr {
+				t.Errorf("Exec = %d, stdout %.80q, stderr %q; want %d, %.80q, %q", code, stdout.String(), stderr.String(), tc.wantCode, tc.wantOut, tc.wantErr)
+			}
+			assertExecGone(t, id, "sleep 1000")
+		})
+	}
+
+	t.Run("output discarded", func(t *testing.T) {
+		code, err := e.rt.Exec(ctx, id, ExecStreamOptions{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 4"}})
+		if err != nil || code != 4 {
+			t.Fatalf("Exec = %d, %v; want 4", code, err)
+		}
+	})
+
+	t.Run("unknown command", func(t *testing.T) {
+		_, err := e.rt.Exec(ctx, id, ExecStreamOptions{Args: []string{"no-such-command"}, Stdout: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), "no-such-command") {
+			t.Fatalf("Exec of an unknown command = %v, want the runtime's error", err)
+		}
+	})
+
+	t.Run("client gone", func(t *testing.T) {
+		short, stop := context.WithCancel(ctx)
+		defer stop()
+		var stdout syncBuffer
+		stdinR, stdinW := io.Pipe()
+		defer stdinW.Close()
+		ch := startExec(short, e.rt, id, ExecStreamOptions{
+			// The background sleep is in the process's group; cat waits
+			// for input that never comes.
+			Args:   []string{"sh", "-c", "sleep 999 & echo started; cat"},
+			Stdin:  stdinR,
+			Stdout: &stdout,
+		})
+		waitOutput(t, &stdout, "started", nil)
+		stop()
+		if res := waitExec(t, ch); !errors.Is(res.err, context.Canceled) {
+			t.Fatalf("Exec after the client went = %d, %v; want context.Canceled", res.code, res.err)
+		}
+		assertExecGone(t, id, "sleep 1000")
+	})
+}
+
+func TestIntegrationExecStreamTerminal(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, _ := e.startContainer(ctx, "exectty", CreateOptions{}, withTerminal, "sleep", "1000")
+
+	t.Run("interactive shell", func(t *testing.T) {
+		var out syncBuffer
+		stdinR, stdinW := io.Pipe()
+		defer stdinW.Close()
+		resize := make(chan Size, 1)
+		resize <- Size{Width: 80, Height: 24} // the client's first size
+		ch := startExec(ctx, e.rt, id, ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out, Resize: resize})
+		send := func(line string) {
+			if _, err := io.WriteString(stdinW, line+"\n"); err != nil {
+				t.Errorf("write %q: %v", line, err)
+			}
+		}
+
+		send("[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all-$((3*4))-terminals")
+		// ONLCR: the terminal turns the newline into CR LF.
+		waitOutput(t, &out, "all-12-terminals\r\n", nil)
+		send("busybox stty size")
+		waitOutput(t, &out, "24 80\r\n", nil)
+		resize <- Size{Width: 123, Height: 45}
+		waitOutput(t, &out, "45 123\r\n", func() { send("busybox stty size") })
+		send("exit 7")
+		if res := waitExec(t, ch); res.err != nil || res.code != 7 {
+			t.Fatalf("Exec = %d, %v; want exit code 7\n%q", res.code, res.err, out.String())
+		}
+		// Only the process's terminal processes the output: the runtime's
+		// is raw from the start, so no newline gets two carriage returns.
+		// (Input typed ahead of the prompt is echoed by the process's
+		// terminal, then once more by the shell's line editing, as on any
+		// terminal.)
+		if o := out.String(); strings.Contains(o, "\r\r\n") {
+			t.Errorf("output was processed twice:\n%q", o)
+		}
+		assertExecGone(t, id, "sleep 1000")
+	})
+
+	t.Run("client gone", func(t *testing.T) {
+		short, stop := context.WithCancel(ctx)
+		defer stop()
+		var out syncBuffer
+		stdinR, stdinW := io.Pipe()
+		defer stdinW.Close()
+		ch := startExec(short, e.rt, id, ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out})
+		// An interactive shell on a terminal runs each job in a process
+		// group of its own: only the session holds them all.
+		if _, err := io.WriteString(stdinW, "sleep 999 & sleep 998 & echo jobs-$((2*3))-started; sleep 997\n"); err != nil {
+			t.Fatal(err)
+		}
+		waitOutput(t, &out, "jobs-6-started", nil)
+		time.Sleep(200 * time.Millisecond) // the foreground sleep starts
+		stop()
+		if res := waitExec(t, ch); !errors.Is(res.err, context.Canceled) {
+			t.Fatalf("Exec after the client went = %d, %v; want context.Canceled", res.code, res.err)
+		}
+		assertExecGone(t, id, "sleep 1000")
+	})
+}
+
+func TestIntegrationAttach(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("stdin once", func(t *testing.T) {
+		id, _ := e.startContainer(ctx, "attachonce", CreateOptions{Stdin: true, StdinOnce: true}, nil, "cat")
+		var stdout syncBuffer
+		stdinR, stdinW := io.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- e.rt.Attach(ctx, id, AttachOptions{Stdin: stdinR, Stdout: &stdout, StdinOnce: true}) }()
+		if _, err := io.WriteString(stdinW, "hello\n"); err != nil {
+			t.Fatal(err)
+		}
+		waitOutput(t, &stdout, "hello\n", nil)
+		// conmon closes the container's stdin: cat exits, and so does
+		// the container; the attach lasts until then.
+		stdinW.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Attach: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Attach did not return after the container's stdin closed")
+		}
+		if exit, err := e.rt.Wait(ctx, id); err != nil || exit.Code != 0 {
+			t.Fatalf("Wait = %+v, %v; want exit code 0", exit, err)
+		}
+	})
+
+	t.Run("detach and reattach", func(t *testing.T) {
+		id, _ := e.startContainer(ctx, "attachmany", CreateOptions{Stdin: true}, nil,
+			"sh", "-c", `while read l; do echo "out $l"; echo "err $l" >&2; done`)
+		// Without StdinOnce, the end of the client's input detaches, and
+		// the container's stdin stays open for the next attach.
+		for _, word := range []string{"one", "two"} {
+			var stdout, stderr syncBuffer
+			stdinR, stdinW := io.Pipe()
+			done := make(chan error, 1)
+			go func() {
+				done <- e.rt.Attach(ctx, id, AttachOptions{Stdin: stdinR, Stdout: &stdout, Stderr: &stderr})
+			}()
+			if _, err := io.WriteString(stdinW, word+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			waitOutput(t, &stdout, "out "+word+"\n", nil)
+			waitOutput(t, &stderr, "err "+word+"\n", nil)
+			stdinW.Close()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Attach: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Attach did not return at the end of its input")
+			}
+			if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusRunning {
+				t.Fatalf("container after detach: %+v, %v; want running", st, err)
+			}
+		}
+		// An attach with output only lasts until the client goes.
+		short, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- e.rt.Attach(short, id, AttachOptions{Stdout: io.Discard}) }()
+		time.Sleep(200 * time.Millisecond)
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Attach after the client went = %v, want context.Canceled", err)
+		}
+		if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusRunning {
+			t.Fatalf("container after the client went: %+v, %v; want running", st, err)
+		}
+	})
+
+	t.Run("terminal", func(t *testing.T) {
+		id := e.newID("attachtty")
+		bundle := e.bundle(id, func(s *specs.Spec) {
+			withTerminal(s)
+			s.Process.Terminal = true
+		}, "sh")
+		logPath := filepath.Join(e.dir, id+".log")
+		e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, Terminal: true, Stdin: true})
+		if err := e.rt.Start(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		var out syncBuffer
+		stdinR, stdinW := io.Pipe()
+		defer stdinW.Close()
+		resize := make(chan Size, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- e.rt.Attach(ctx, id, AttachOptions{Stdin: stdinR, Stdout: &out, Tty: true, Resize: resize})
+		}()
+		send := func(line string) {
+			if _, err := io.WriteString(stdinW, line+"\n"); err != nil {
+				t.Errorf("write %q: %v", line, err)
+			}
+		}
+		send("echo attached-$((5*5))")
+		waitOutput(t, &out, "attached-25\r\n", nil)
+		resize <- Size{Width: 100, Height: 40}
+		waitOutput(t, &out, "40 100\r\n", func() { send("busybox stty size") })
+		send("exit 5")
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Attach: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Attach did not return when the container exited")
+		}
+		if exit, err := e.rt.Wait(ctx, id); err != nil || exit.Code != 5 {
+			t.Fatalf("Wait = %+v, %v; want exit code 5", exit, err)
+		}
+	})
+
+	t.Run("not running", func(t *testing.T) {
+		id := e.newID("attachcreated")
+		e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "true")})
+		if err := e.rt.Attach(ctx, id, AttachOptions{Stdout: io.Discard}); err == nil {
+			t.Fatal("Attach to a created container succeeded")
+		}
+	})
+}
