@@ -27,10 +27,12 @@ build:
 run: deps build
 	exec $(BIN)/podbayd $(ARGS)
 
-# Installs what is missing and runs every test: lint, unit tests, and the
-# integration tests against the real daemon, netns, CNI, conmon and runc.
+# Installs what is missing and runs every test: lint, unit tests, the
+# integration tests against the real daemon, netns, CNI, conmon and runc,
+# and the CRI conformance suite (critest), whose summary is the last line.
 test: deps lint
 	go test -race -count=1 ./...
+	./hack/critest.sh
 
 unit:
 	go test -race -count=1 $$(go list ./... | grep -v /test/)
