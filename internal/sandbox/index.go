@@ -25,6 +25,11 @@ type Pending struct {
 	Done chan struct{}
 	ID   string
 	Err  error
+
+	// abandoned is set when the requester gave up; the sandbox is then
+	// parked when it is published. Guarded by the index's mu.
+	abandoned bool
+	sb        *Sandbox
 }
 
 // NewIndex returns an empty index.
@@ -56,8 +61,9 @@ func (x *Index) Reserve(name string) (mine, other *Pending, existing *Sandbox) {
 	return p, nil, nil
 }
 
-// Finish ends a reservation. On success sb is published under name; on
-// failure the name is released.
+// Finish ends a reservation. On success sb is published under name, and
+// parked if its requester already gave up; on failure the name is
+// released.
 func (x *Index) Finish(name string, p *Pending, sb *Sandbox, err error) {
 	x.mu.Lock()
 	delete(x.pending, name)
@@ -65,10 +71,49 @@ func (x *Index) Finish(name string, p *Pending, sb *Sandbox, err error) {
 		x.byID[sb.ID] = sb
 		x.names[name] = sb.ID
 		p.ID = sb.ID
+		p.sb = sb
+		if p.abandoned {
+			sb.setParked(true)
+		}
 	}
 	p.Err = err
 	x.mu.Unlock()
 	close(p.Done)
+}
+
+// Abandon records that the requester of p gave up (its deadline expired):
+// the sandbox, once made, waits parked for the kubelet's retry.
+func (x *Index) Abandon(p *Pending) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	p.abandoned = true
+	if p.sb != nil && x.byID[p.sb.ID] == p.sb {
+		p.sb.setParked(true)
+	}
+}
+
+// Take hands the finished result of p to a request that waited for it: the
+// sandbox is no longer parked for anyone else.
+func (x *Index) Take(p *Pending) (string, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p.Err != nil {
+		return "", p.Err
+	}
+	if p.sb != nil {
+		p.sb.setParked(false)
+	}
+	return p.ID, nil
+}
+
+// TakeParked hands a parked sandbox to a retry and reports whether it was
+// parked.
+func (x *Index) TakeParked(sb *Sandbox) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	was := sb.isParked()
+	sb.setParked(false)
+	return was
 }
 
 // Add publishes a sandbox (recovery at start-up).

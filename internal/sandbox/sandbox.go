@@ -121,6 +121,7 @@ type Sandbox struct {
 	rec Record // guarded by mu
 	// parked is set when the RunPodSandbox that made this sandbox finished
 	// after its client had given up; the next identical request takes it.
+	// Changed only through the Index.
 	parked bool // guarded by mu
 }
 
@@ -153,18 +154,16 @@ func (s *Sandbox) State() State {
 	return s.rec.State
 }
 
-// Park marks the sandbox as finished for a client that had gone.
-func (s *Sandbox) Park() {
+// setParked and isParked are called with the index's lock held, so that
+// parking, publishing and taking a result happen in one order.
+func (s *Sandbox) setParked(v bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.parked = true
+	s.parked = v
 }
 
-// Unpark clears the parked mark and reports whether it was set.
-func (s *Sandbox) Unpark() bool {
+func (s *Sandbox) isParked() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	was := s.parked
-	s.parked = false
-	return was
+	return s.parked
 }

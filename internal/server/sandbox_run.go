@@ -57,7 +57,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	mine, other, existing := s.index.Reserve(name)
 	switch {
 	case existing != nil:
-		if existing.Unpark() {
+		if s.index.TakeParked(existing) {
 			log.G(ctx).Info("returning sandbox finished after an earlier request gave up", "pod", existing.ID)
 			return &runtimeapi.RunPodSandboxResponse{PodSandboxId: existing.ID}, nil
 		}
@@ -70,13 +70,11 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if other.Err != nil {
-			return nil, fmt.Errorf("earlier attempt to run %s failed: %w", name, other.Err)
+		id, err := s.index.Take(other)
+		if err != nil {
+			return nil, fmt.Errorf("earlier attempt to run %s failed: %w", name, err)
 		}
-		if sb, err := s.index.Get(other.ID); err == nil {
-			sb.Unpark()
-		}
-		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: other.ID}, nil
+		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 	}
 
 	type result struct {
@@ -101,16 +99,16 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		if r.err != nil {
 			return nil, r.err
 		}
+		if ctx.Err() != nil {
+			// Finished as the client gave up: it will not see the answer.
+			s.index.Abandon(mine)
+			return nil, ctx.Err()
+		}
 		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: r.sb.ID}, nil
 	case <-ctx.Done():
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			if r := <-done; r.err == nil {
-				r.sb.Park()
-				log.G(ctx).Info("sandbox finished after its client gave up; parked for the retry", "pod", r.sb.ID)
-			}
-		}()
+		// The work goes on; its sandbox waits parked for the retry.
+		s.index.Abandon(mine)
+		log.G(ctx).Info("client gave up; the sandbox will be parked for the retry")
 		return nil, ctx.Err()
 	}
 }
