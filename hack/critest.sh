@@ -382,6 +382,9 @@ if [ ! -x "$busybox_dir/bin/busybox" ]; then
 		(cd "$tmp/deb" && apt-get download -q -o APT::Sandbox::User=root busybox >/dev/null)
 	fi
 	rm -rf "$busybox_dir.new"
+	# On a fresh clone bin/ does not exist yet; dpkg-deb makes only the
+	# last path element.
+	mkdir -p "$(dirname "$busybox_dir")"
 	dpkg-deb -x "$tmp"/deb/busybox_*.deb "$busybox_dir.new"
 	rm -rf "$busybox_dir"
 	mv "$busybox_dir.new" "$busybox_dir"
