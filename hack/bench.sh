@@ -47,10 +47,8 @@ readonly net_name=pbbench
 readonly bridge=pbbench0
 
 log() { echo "bench.sh: $*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (it creates network namespaces, a bridge and containers)"
 [[ $N =~ ^[1-9][0-9]*$ ]] || die "N must be a positive integer, got '$N'"
@@ -98,11 +96,6 @@ daemon_pid=
 registry_pid=
 failed=0
 
-# alive reports whether PID is a running (not zombie) process.
-alive() {
-	local st
-	st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]
-}
 
 stop_daemon() {
 	[ -n "$daemon_pid" ] || return 0
@@ -141,114 +134,10 @@ stop_registry() {
 	wait "$pid" 2>/dev/null || true
 }
 
-# storage_containers prints the IDs in containers/storage's containers.json,
-# one per sandbox or container root filesystem.
-storage_containers() {
-	local f=$storage_root/overlay-containers/containers.json
-	[ -f "$f" ] || return 0
-	grep -oE '"id": *"[0-9a-f]{64}"' "$f" | grep -oE '[0-9a-f]{64}' || true
-}
 
-# remove_nat_rules deletes the NAT rules and chains the bridge plugin made
-# for our network (ipMasq), which only a CNI DEL would otherwise remove.
-remove_nat_rules() {
-	local rules chains c
-	rules=$(iptables-save -t nat 2>/dev/null | grep -F "name: \\\"$net_name\\\"" | grep '^-A ' || true)
-	[ -n "$rules" ] || return 0
-	chains=$(awk '$2 ~ /^CNI-/ {print $2}' <<<"$rules" | sort -u)
-	{
-		echo '*nat'
-		grep '^-A POSTROUTING ' <<<"$rules" | sed 's/^-A /-D /'
-		for c in $chains; do
-			echo "-F $c"
-			echo "-X $c"
-		done
-		echo COMMIT
-	} | iptables-restore --noflush
-}
 
-# our_mounts prints the mount points under the temp dir, deepest last, each
-# prefixed with its filesystem type.
-our_mounts() {
-	awk -v t="$tmp/" 'index($5, t) == 1 {
-		# The filesystem type follows the " - " separator.
-		for (i = 7; i <= NF; i++) if ($i == "-") break
-		print $(i + 1), $5
-	}' /proc/self/mountinfo
-}
 
-# find_leaks prints one line per thing the run left behind.
-find_leaks() {
-	local f pids
-	if [ -d "$netns_dir" ]; then
-		find "$netns_dir" -mindepth 1 -maxdepth 1 -printf 'network namespace %p\n'
-	fi
-	if [ -d "$ipam_dir/$net_name" ]; then
-		find "$ipam_dir/$net_name" -type f ! -name 'last_reserved_ip*' ! -name lock -printf 'IP reservation %f (host-local %p)\n'
-	fi
-	if ip link show "$bridge" >/dev/null 2>&1; then
-		ip -o link show master "$bridge" 2>/dev/null | awk -F': ' '{print "veth " $2 " on '"$bridge"'"}'
-	fi
-	iptables-save 2>/dev/null | grep -F "name: \\\"$net_name\\\"" | sed 's/^/iptables rule: /' || true
-	pids=$(grep -lF "$tmp" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 || true)
-	for f in $pids; do
-		if [ "$(cat "/proc/$f/comm" 2>/dev/null)" = conmon ]; then
-			echo "conmon process $f: $(tr '\0' ' ' <"/proc/$f/cmdline" 2>/dev/null)"
-		fi
-	done
-	if [ -n "$registry_pid" ] && alive "$registry_pid"; then
-		echo "podbay-testimages process $registry_pid"
-	fi
-	if [ -d "$runtime_root" ]; then
-		"$runtime_bin" --root "$runtime_root" list -q 2>/dev/null | sed 's/^/container in the runtime: /' || true
-		# A state dir that list skips (no state.json) is left behind too.
-		find "$runtime_root" -mindepth 1 -maxdepth 1 -printf 'runtime state %p\n'
-	fi
-	for f in sandbox container; do
-		if [ -d "$root_dir/${f}s" ]; then
-			find "$root_dir/${f}s" -mindepth 1 -maxdepth 1 -printf "$f dir %p\n"
-		fi
-	done
-	storage_containers | sed 's|^|containers/storage container |'
-	# Pod log directories are the client's (kubelet's) to remove; their
-	# container logs, the daemon's.
-	if [ -d "$pod_log_dir" ]; then
-		find "$pod_log_dir" -mindepth 1 -maxdepth 1 -printf 'pod log dir %p\n'
-	fi
-	# <parent>/conmon is the daemon's shared cgroup for conmon; a pod's or
-	# container's own cgroup, or any cgroup still holding a process, is a
-	# leak.
-	find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -type d -path "*$cgroup_parent/*" 2>/dev/null |
-		while read -r f; do
-			if [[ ${f##*/} == podbay-* ]] || [ -n "$(cat "$f/cgroup.procs" 2>/dev/null)" ]; then
-				echo "cgroup $f"
-			fi
-		done
-	# Overlay root filesystems, the storage driver's own bind mount of its
-	# home, shm and netns mounts: all are gone once the daemon has stopped.
-	our_mounts | awk '{print $1 " mount " $2}'
-}
 
-# remove_leaks undoes what find_leaks can find, best effort, so that a failed
-# run does not leave processes and mounts on the host. What is left in the
-# temp dir (storage records, directories) goes with it.
-remove_leaks() {
-	local id f pid
-	if [ -d "$runtime_root" ]; then
-		for id in $("$runtime_bin" --root "$runtime_root" list -q 2>/dev/null || true); do
-			"$runtime_bin" --root "$runtime_root" delete --force "$id" || true
-		done
-	fi
-	for pid in $(grep -lF "$tmp" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 || true); do
-		if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = conmon ]; then
-			kill -TERM "$pid" 2>/dev/null || true
-		fi
-	done
-	our_mounts | awk '{print $2}' | sort -r | while read -r f; do
-		umount -l "$f" || true
-	done
-	remove_nat_rules || log "could not remove the NAT rules of network $net_name"
-}
 
 finish() {
 	local rc=$? leaks line
