@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -123,15 +124,50 @@ type Network struct {
 	DefaultSubnet string `toml:"default_subnet"`
 }
 
+// Runtime handler types.
+const (
+	// TypeOCI is an OCI runtime binary (runc, crun, or a wrapper with their
+	// command line), each container monitored by conmon.
+	TypeOCI = "oci"
+	// TypeVM is a containerd shim v2 binary (containerd-shim-kata-v2, or
+	// containerd-shim-runc-v2 as a stand-in), one shim per pod, driven over
+	// ttrpc.
+	TypeVM = "vm"
+)
+
 // Runtime is one runtime handler.
 type Runtime struct {
-	// Path of the OCI runtime binary (runc, crun, or a wrapper); a bare
-	// name is looked up in PATH.
+	// Type is "oci" (the default) or "vm".
+	Type string `toml:"type"`
+	// Path is the runtime binary: for oci, runc, crun or a wrapper; for vm,
+	// the shim v2 binary (containerd-shim-kata-v2). A bare name is looked
+	// up in PATH.
 	Path string `toml:"path"`
-	// Root is passed to the runtime as --root. Default <state>/runtimes/<name>.
+	// Root is the handler's state directory: for oci, passed to the
+	// runtime as --root; for vm, where podbay keeps each pod's shim
+	// address, the containers' stdio FIFOs and exit files, and the shims'
+	// event socket. Default <state>/runtimes/<name>.
 	Root string `toml:"root"`
 	// NetworkOrder is this handler's default: "before" or "after".
 	NetworkOrder string `toml:"network_order"`
+	// PodAnnotations and ContainerAnnotations are the pod and container
+	// annotations passed through into the OCI spec the runtime sees, as
+	// path.Match patterns ("io.katacontainers.*"); the io.kubernetes.cri.*
+	// annotations podbay sets itself are always there. Default for oci
+	// every annotation ("*"), for vm none: a VM runtime acts on its
+	// annotations (Kata's can change the hypervisor), so the operator
+	// chooses which a pod may set.
+	PodAnnotations       []string `toml:"pod_annotations"`
+	ContainerAnnotations []string `toml:"container_annotations"`
+	// RuntimePath and RuntimeRoot are, for a vm handler running
+	// containerd-shim-runc-v2, the runc binary and runc root the shim is
+	// told to use (containerd's runc options BinaryName and Root).
+	RuntimePath string `toml:"runtime_path"`
+	RuntimeRoot string `toml:"runtime_root"`
+	// ConfigPath is, for a vm handler running Kata, the runtime's own
+	// configuration file (containerd's runtime options ConfigPath, e.g.
+	// /etc/kata-containers/configuration.toml).
+	ConfigPath string `toml:"config_path"`
 }
 
 // Default returns the configuration used when no file and no flag says
@@ -278,6 +314,37 @@ func (c *Config) Validate() error {
 		rt := c.Runtimes[name]
 		if rt.Root == "" {
 			rt.Root = filepath.Join(c.State, "runtimes", name)
+		}
+		switch rt.Type {
+		case "":
+			rt.Type = TypeOCI
+		case TypeOCI, TypeVM:
+		default:
+			errs = append(errs, fmt.Errorf("runtimes.%s.type %q: want oci or vm", name, rt.Type))
+		}
+		if rt.Type == TypeOCI && (rt.RuntimePath != "" || rt.RuntimeRoot != "" || rt.ConfigPath != "") {
+			errs = append(errs, fmt.Errorf("runtimes.%s: runtime_path, runtime_root and config_path are for vm handlers", name))
+		}
+		if rt.ConfigPath != "" && (rt.RuntimePath != "" || rt.RuntimeRoot != "") {
+			errs = append(errs, fmt.Errorf("runtimes.%s: config_path (Kata's options) and runtime_path/runtime_root (runc's options) exclude each other", name))
+		}
+		for _, p := range []struct{ key, val string }{
+			{"runtime_root", rt.RuntimeRoot}, {"config_path", rt.ConfigPath},
+		} {
+			if p.val != "" && !filepath.IsAbs(p.val) {
+				errs = append(errs, fmt.Errorf("runtimes.%s.%s must be an absolute path, got %q", name, p.key, p.val))
+			}
+		}
+		if rt.PodAnnotations == nil && rt.Type == TypeOCI {
+			rt.PodAnnotations = []string{"*"}
+		}
+		if rt.ContainerAnnotations == nil && rt.Type == TypeOCI {
+			rt.ContainerAnnotations = []string{"*"}
+		}
+		for _, p := range append(append([]string(nil), rt.PodAnnotations...), rt.ContainerAnnotations...) {
+			if _, err := path.Match(p, ""); err != nil {
+				errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q: %v", name, p, err))
+			}
 		}
 		switch rt.NetworkOrder {
 		case "":

@@ -60,6 +60,42 @@ network_order = "after"
 	}
 }
 
+func TestRuntimeTypes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "podbay.toml")
+	os.WriteFile(path, []byte(`
+default_runtime = "runc"
+[runtimes.runc]
+path = "runc"
+[runtimes.kata]
+type = "vm"
+path = "containerd-shim-kata-v2"
+config_path = "/etc/kata-containers/configuration.toml"
+pod_annotations = ["io.katacontainers.*"]
+[runtimes.shim]
+type = "vm"
+path = "containerd-shim-runc-v2"
+runtime_path = "/usr/sbin/runc"
+runtime_root = "/run/podbay/shim-runc"
+`), 0o644)
+	cfg, err := Load(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runc, kata, shim := cfg.Runtimes["runc"], cfg.Runtimes["kata"], cfg.Runtimes["shim"]
+	if runc.Type != TypeOCI || len(runc.PodAnnotations) != 1 || runc.PodAnnotations[0] != "*" || runc.ContainerAnnotations[0] != "*" {
+		t.Errorf("oci handler defaults: %+v", runc)
+	}
+	if kata.Type != TypeVM || kata.ConfigPath == "" || len(kata.PodAnnotations) != 1 || kata.ContainerAnnotations != nil {
+		t.Errorf("kata handler: %+v", kata)
+	}
+	if shim.Type != TypeVM || shim.Root != "/run/podbay/runtimes/shim" || shim.RuntimeRoot != "/run/podbay/shim-runc" || shim.PodAnnotations != nil {
+		t.Errorf("shim handler: %+v", shim)
+	}
+}
+
 func TestLoadRejects(t *testing.T) {
 	for name, body := range map[string]string{
 		"unknown key":  `lisen = "/x"`,
@@ -84,6 +120,15 @@ func TestLoadRejects(t *testing.T) {
 		"stream name":    func(c *Config) { c.StreamAddress = "localhost" },
 		"stream port":    func(c *Config) { c.StreamPort = 70000 },
 		"stream idle":    func(c *Config) { c.StreamIdleTimeout = 0 },
+		"bad type":       func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Type: "wasm"} },
+		"oci options":    func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", RuntimePath: "/usr/sbin/runc"} },
+		"both options": func(c *Config) {
+			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", RuntimeRoot: "/run/x", ConfigPath: "/etc/kata.toml"}
+		},
+		"relative cfg": func(c *Config) { c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", ConfigPath: "kata.toml"} },
+		"bad pattern": func(c *Config) {
+			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", PodAnnotations: []string{"io.[x"}}
+		},
 	} {
 		c := Default()
 		mod(c)

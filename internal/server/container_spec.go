@@ -92,8 +92,8 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 			{Source: filepath.Join(sbRec.Dir, "hostname"), Dest: "/etc/hostname"},
 			{Source: filepath.Join(sbRec.Dir, "hosts"), Dest: "/etc/hosts"},
 		},
-		// The container's own annotations; the pod's went to the sandbox.
-		Annotations: cfg.GetAnnotations(),
+		// The pod's and the container's annotations the handler lets through.
+		Annotations: s.containerAnnotations(sbRec.RuntimeHandler, sbCfg.GetAnnotations(), cfg.GetAnnotations()),
 	}
 	if c.Sandbox.HostNetwork {
 		if h, err := os.Hostname(); err == nil {

@@ -42,7 +42,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		// A privileged pod gets what the daemon has, not every capability
 		// (CAP_SYS_RESOURCE may be missing, as on HOST-NOTES' VM).
 		Capabilities: s.host.Capabilities,
-		Annotations:  cfg.GetAnnotations(),
+		Annotations:  passThrough(s.cfg.Runtimes[rec.RuntimeHandler].PodAnnotations, cfg.GetAnnotations()),
 	}
 	if sc.GetRunAsUser() != nil {
 		v := sc.GetRunAsUser().GetValue()
@@ -53,6 +53,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		desc.RunAsGroup = &v
 	}
 	if r := linux.GetResources(); r != nil {
+		desc.HasResources = true
 		desc.CPUShares = uint64(r.GetCpuShares())
 		desc.CPUQuota = r.GetCpuQuota()
 		desc.CPUPeriod = uint64(r.GetCpuPeriod())

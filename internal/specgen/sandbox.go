@@ -10,6 +10,7 @@ package specgen
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -17,14 +18,19 @@ import (
 // Annotation keys VM runtimes (Kata) read to tell a sandbox from its
 // containers and to group containers by pod.
 const (
-	AnnotationContainerType      = "io.kubernetes.cri.container-type"
-	AnnotationSandboxID          = "io.kubernetes.cri.sandbox-id"
-	AnnotationSandboxName        = "io.kubernetes.cri.sandbox-name"
-	AnnotationSandboxNamespace   = "io.kubernetes.cri.sandbox-namespace"
-	AnnotationSandboxUID         = "io.kubernetes.cri.sandbox-uid"
-	AnnotationSandboxLogDir      = "io.kubernetes.cri.sandbox-log-directory"
-	AnnotationContainerName      = "io.kubernetes.cri.container-name"
-	AnnotationImageName          = "io.kubernetes.cri.image-name"
+	AnnotationContainerType    = "io.kubernetes.cri.container-type"
+	AnnotationSandboxID        = "io.kubernetes.cri.sandbox-id"
+	AnnotationSandboxName      = "io.kubernetes.cri.sandbox-name"
+	AnnotationSandboxNamespace = "io.kubernetes.cri.sandbox-namespace"
+	AnnotationSandboxUID       = "io.kubernetes.cri.sandbox-uid"
+	AnnotationSandboxLogDir    = "io.kubernetes.cri.sandbox-log-directory"
+	AnnotationContainerName    = "io.kubernetes.cri.container-name"
+	AnnotationImageName        = "io.kubernetes.cri.image-name"
+	// The pod's resource totals, from which Kata sizes the pod VM.
+	AnnotationSandboxCPUPeriod   = "io.kubernetes.cri.sandbox-cpu-period"
+	AnnotationSandboxCPUQuota    = "io.kubernetes.cri.sandbox-cpu-quota"
+	AnnotationSandboxCPUShares   = "io.kubernetes.cri.sandbox-cpu-shares"
+	AnnotationSandboxMemory      = "io.kubernetes.cri.sandbox-memory"
 	ContainerTypeSandbox         = "sandbox"
 	ContainerTypeContainer       = "container"
 	defaultSandboxOOMScoreAdjust = -998
@@ -68,11 +74,14 @@ type Sandbox struct {
 	// fails on a host whose daemon lacks some (CAP_SYS_RESOURCE here).
 	Capabilities []string
 	// CPUShares, CPUQuota, CPUPeriod and MemoryLimit are the pod's resource
-	// totals, set on the sandbox so VM runtimes can size the VM.
-	CPUShares   uint64
-	CPUQuota    int64
-	CPUPeriod   uint64
-	MemoryLimit int64
+	// totals, set on the sandbox so VM runtimes can size the VM. When
+	// HasResources (the kubelet sent them), they are also annotations, as
+	// containerd writes them and Kata reads them.
+	HasResources bool
+	CPUShares    uint64
+	CPUQuota     int64
+	CPUPeriod    uint64
+	MemoryLimit  int64
 	// Annotations are the pod's annotations, passed to the runtime.
 	Annotations map[string]string
 }
@@ -176,6 +185,12 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	s.Annotations[AnnotationSandboxNamespace] = sb.Namespace
 	s.Annotations[AnnotationSandboxUID] = sb.UID
 	s.Annotations[AnnotationSandboxLogDir] = sb.LogDir
+	if sb.HasResources {
+		s.Annotations[AnnotationSandboxCPUPeriod] = strconv.FormatUint(sb.CPUPeriod, 10)
+		s.Annotations[AnnotationSandboxCPUQuota] = strconv.FormatInt(sb.CPUQuota, 10)
+		s.Annotations[AnnotationSandboxCPUShares] = strconv.FormatUint(sb.CPUShares, 10)
+		s.Annotations[AnnotationSandboxMemory] = strconv.FormatInt(sb.MemoryLimit, 10)
+	}
 	return s, nil
 }
 

@@ -97,11 +97,19 @@ func TestSandboxSpecAnnotationsAndFields(t *testing.T) {
 	sb.RunAsUser, sb.RunAsGroup = ptr(int64(65535)), ptr(int64(65534))
 	sb.SupplementalGroups = []int64{5, 6}
 	sb.CPUShares, sb.CPUQuota, sb.CPUPeriod, sb.MemoryLimit = 512, 50000, 100000, 1<<20
+	if s, err := SandboxSpec(sb); err != nil || s.Annotations[AnnotationSandboxMemory] != "" {
+		t.Fatalf("without HasResources the totals are no annotations: %v %v", err, s.Annotations)
+	}
+	sb.HasResources = true
 	s, err := SandboxSpec(sb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
+		AnnotationSandboxCPUPeriod: "100000",
+		AnnotationSandboxCPUQuota:  "50000",
+		AnnotationSandboxCPUShares: "512",
+		AnnotationSandboxMemory:    "1048576",
 		"a":                        "b",
 		AnnotationContainerType:    ContainerTypeSandbox,
 		AnnotationSandboxID:        "abc",
