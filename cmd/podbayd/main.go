@@ -32,6 +32,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/server"
+	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/store"
 )
 
@@ -178,28 +179,15 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	runtimes := map[string]server.Runtime{}
 	unavailable := map[string]error{}
 	for _, name := range cfg.RuntimeNames() {
-		rc := cfg.Runtimes[name]
-		path, err := config.LookPath(rc.Path)
-		if err != nil {
-			unavailable[name] = fmt.Errorf("runtime binary %q: %w", rc.Path, err)
-			log.G(ctx).Warn("runtime handler unavailable", "handler", name, "err", unavailable[name])
-			continue
-		}
-		rt, err := oci.New(oci.Config{
-			Name:        name,
-			RuntimePath: path,
-			RuntimeRoot: rc.Root,
-			ConmonPath:  conmon,
-			ExitDir:     filepath.Join(cfg.State, "exits", name),
-			SocketDir:   filepath.Join(cfg.State, "attach"),
-		})
+		rt, closer, err := newRuntime(name, cfg, conmon)
 		if err != nil {
 			unavailable[name] = err
 			log.G(ctx).Warn("runtime handler unavailable", "handler", name, "err", err)
 			continue
 		}
-		d.closers = append(d.closers, rt.Close)
+		d.closers = append(d.closers, closer)
 		runtimes[name] = rt
+		log.G(ctx).Info("runtime handler ready", "handler", name, "type", cfg.Runtimes[name].Type)
 	}
 	if _, ok := runtimes[cfg.DefaultRuntime]; !ok {
 		return nil, fmt.Errorf("default runtime %q is not available: %w", cfg.DefaultRuntime, unavailable[cfg.DefaultRuntime])
@@ -370,4 +358,49 @@ func minOOMScoreAdj(mode string) (*int, error) {
 	// CAP_SYS_RESOURCE nothing below 0 can be set even if ours is lower.
 	v = max(v, 0)
 	return &v, nil
+}
+
+// newRuntime sets up one runtime handler: an OCI runtime under conmon, or
+// a shim v2 binary (a VM runtime such as Kata).
+func newRuntime(name string, cfg *config.Config, conmon string) (server.Runtime, func() error, error) {
+	rc := cfg.Runtimes[name]
+	path, err := config.LookPath(rc.Path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runtime binary %q: %w", rc.Path, err)
+	}
+	if rc.Type == config.TypeVM {
+		sc := shim.Config{Name: name, ShimPath: path, StateDir: rc.Root}
+		switch {
+		case rc.ConfigPath != "":
+			sc.Options, err = shim.ConfigPathOptions(rc.ConfigPath)
+		case rc.RuntimePath != "" || rc.RuntimeRoot != "":
+			bin := rc.RuntimePath
+			if bin != "" {
+				if bin, err = config.LookPath(bin); err != nil {
+					return nil, nil, fmt.Errorf("runtime_path %q: %w", rc.RuntimePath, err)
+				}
+			}
+			sc.Options, err = shim.RuncOptions(bin, rc.RuntimeRoot)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		rt, err := shim.New(sc)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rt, rt.Close, nil
+	}
+	rt, err := oci.New(oci.Config{
+		Name:        name,
+		RuntimePath: path,
+		RuntimeRoot: rc.Root,
+		ConmonPath:  conmon,
+		ExitDir:     filepath.Join(cfg.State, "exits", name),
+		SocketDir:   filepath.Join(cfg.State, "attach"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, rt.Close, nil
 }

@@ -135,7 +135,7 @@ func (r *Runtime) prepareExec(ctx context.Context, id string, opts ExecOptions, 
 	if err := validateID(id); err != nil {
 		return execFiles{}, nil, err
 	}
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
 	st, err := r.State(ctx, id)
@@ -145,11 +145,11 @@ func (r *Runtime) prepareExec(ctx context.Context, id string, opts ExecOptions, 
 	if st.Status != StatusRunning {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
 	}
-	spec, err := readSpec(st.Bundle)
+	spec, err := ReadSpec(st.Bundle)
 	if err != nil {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	proc, err := execProcess(spec.Process, opts)
+	proc, err := ExecProcess(spec.Process, opts)
 	if err != nil {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
@@ -187,7 +187,10 @@ func (r *Runtime) execFailure(ctx context.Context, id, runtimeMsg string, code i
 	return fmt.Errorf("exec in container %s: runtime exec: %s (exit status %d)", id, runtimeMsg, code)
 }
 
-func (o ExecOptions) validate() error {
+// Validate checks the options of an exec: a command, an absolute working
+// directory, a timeout that is not negative and named environment entries.
+// Errors wrap errdefs.ErrInvalidArgument.
+func (o ExecOptions) Validate() error {
 	if len(o.Args) == 0 || o.Args[0] == "" {
 		return fmt.Errorf("no command: %w", errdefs.ErrInvalidArgument)
 	}
@@ -205,8 +208,8 @@ func (o ExecOptions) validate() error {
 	return nil
 }
 
-// readSpec reads the bundle's config.json.
-func readSpec(bundle string) (*specs.Spec, error) {
+// ReadSpec reads the bundle's config.json.
+func ReadSpec(bundle string) (*specs.Spec, error) {
 	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
 	if err != nil {
 		return nil, err
@@ -218,11 +221,11 @@ func readSpec(bundle string) (*specs.Spec, error) {
 	return &spec, nil
 }
 
-// execProcess builds the process spec of an exec from the container's
+// ExecProcess builds the process spec of an exec from the container's
 // own, as containerd does: a copy of the whole process, so that the exec
 // runs with the container's security settings, with the command, a
 // terminal-less stdio and the options on top.
-func execProcess(base *specs.Process, opts ExecOptions) (*specs.Process, error) {
+func ExecProcess(base *specs.Process, opts ExecOptions) (*specs.Process, error) {
 	if base == nil {
 		return nil, errors.New("config.json has no process")
 	}

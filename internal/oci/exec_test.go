@@ -86,12 +86,12 @@ func TestExecProcess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := base()
-			got, err := execProcess(b, tc.opts)
+			got, err := ExecProcess(b, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if w := tc.want(); !reflect.DeepEqual(got, w) {
-				t.Errorf("execProcess =\n%+v\nwant\n%+v", got, w)
+				t.Errorf("ExecProcess =\n%+v\nwant\n%+v", got, w)
 			}
 			if !reflect.DeepEqual(b, base()) {
 				t.Errorf("container process changed: %+v", b)
@@ -109,10 +109,10 @@ func TestExecProcess(t *testing.T) {
 		})
 	}
 
-	if _, err := execProcess(nil, ExecOptions{Args: []string{"true"}}); err == nil {
-		t.Error("execProcess without a container process succeeded")
+	if _, err := ExecProcess(nil, ExecOptions{Args: []string{"true"}}); err == nil {
+		t.Error("ExecProcess without a container process succeeded")
 	}
-	if p, _ := execProcess(&specs.Process{}, ExecOptions{Args: []string{"true"}}); p.Cwd != "/" {
+	if p, _ := ExecProcess(&specs.Process{}, ExecOptions{Args: []string{"true"}}); p.Cwd != "/" {
 		t.Errorf("cwd without one in the spec = %q, want /", p.Cwd)
 	}
 }
@@ -152,9 +152,9 @@ func TestExecOptionsValidate(t *testing.T) {
 		{opts: ExecOptions{Args: []string{"true"}, Timeout: -time.Second}},
 		{opts: ExecOptions{Args: []string{"true"}, Env: []string{"=1"}}},
 	} {
-		err := tc.opts.validate()
+		err := tc.opts.Validate()
 		if (err == nil) != tc.ok {
-			t.Errorf("validate(%+v) = %v, want ok=%v", tc.opts, err, tc.ok)
+			t.Errorf("Validate(%+v) = %v, want ok=%v", tc.opts, err, tc.ok)
 		}
 		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("validate(%+v) = %v, not ErrInvalidArgument", tc.opts, err)

@@ -386,7 +386,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	if got := cgroupFile("cpu", "cpu.shares"); got != "512" {
 		t.Errorf("cpu.shares = %s, want 512", got)
 	}
-	spec, err := readSpec(bundle)
+	spec, err := ReadSpec(bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	} else {
 		t.Logf("Update to 4 KiB: %v", err)
 	}
-	if spec, err := readSpec(bundle); err != nil || *spec.Linux.Resources.Memory.Limit != limit {
+	if spec, err := ReadSpec(bundle); err != nil || *spec.Linux.Resources.Memory.Limit != limit {
 		t.Errorf("config.json changed by a refused update: %v", err)
 	}
 	if got := cgroupFile("memory", "memory.limit_in_bytes"); got != strconv.FormatInt(limit, 10) {

@@ -58,18 +58,18 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	// After the cgroup: a value the runtime refused must not be recorded.
 	// A failure here leaves the cgroup updated and config.json behind; the
 	// caller's retry makes them agree, an update being idempotent.
-	if err := updateSpecResources(filepath.Join(st.Bundle, "config.json"), data); err != nil {
+	if err := UpdateSpecResources(filepath.Join(st.Bundle, "config.json"), data); err != nil {
 		return fmt.Errorf("update container %s: record resources in config.json: %w", id, err)
 	}
 	log.G(ctx).Debug("container resources updated", "id", id)
 	return nil
 }
 
-// updateSpecResources merges the JSON resources patch into
+// UpdateSpecResources merges the JSON resources patch into
 // linux.resources of the config.json at path and replaces the file
 // atomically. The file is edited as generic JSON so that fields this
 // package's spec version does not know survive.
-func updateSpecResources(path string, patch []byte) error {
+func UpdateSpecResources(path string, patch []byte) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err

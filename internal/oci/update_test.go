@@ -83,10 +83,10 @@ func TestUpdateSpecResourcesAtomic(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"ociVersion":"1.0.2"}`), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if err := updateSpecResources(path, []byte(`{"memory":{"limit":42}}`)); err != nil {
+	if err := UpdateSpecResources(path, []byte(`{"memory":{"limit":42}}`)); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := readSpec(dir)
+	spec, err := ReadSpec(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +102,13 @@ func TestUpdateSpecResourcesAtomic(t *testing.T) {
 	}
 	// A bad patch leaves the file as it was.
 	before, _ := os.ReadFile(path)
-	if err := updateSpecResources(path, []byte(`nope`)); err == nil {
+	if err := UpdateSpecResources(path, []byte(`nope`)); err == nil {
 		t.Error("bad patch accepted")
 	}
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Error("config.json changed by a failed update")
 	}
-	if err := updateSpecResources(filepath.Join(dir, "missing.json"), []byte(`{}`)); err == nil {
+	if err := UpdateSpecResources(filepath.Join(dir, "missing.json"), []byte(`{}`)); err == nil {
 		t.Error("update of a missing file succeeded")
 	}
 }

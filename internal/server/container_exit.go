@@ -55,5 +55,6 @@ func (s *Server) recordExit(ctx context.Context, c *container.Container, st oci.
 	})
 	s.saveContainer(ctx, rec)
 	s.forgetStats(rec.CgroupPath)
+	s.forgetStats("task:" + rec.ID)
 	log.G(ctx).Info("container exited", "exitCode", st.Code, "reason", reason)
 }

@@ -25,6 +25,13 @@ type CgroupReader interface {
 	OOMKilled(path string) (bool, error)
 }
 
+// TaskStatsRuntime is a runtime that reports a container's statistics
+// itself: a VM runtime, whose containers' cgroups are inside the VM, where
+// the host cannot read them.
+type TaskStatsRuntime interface {
+	TaskStats(ctx context.Context, id string) (*cgroups.Stats, error)
+}
+
 // statsCache keeps each cgroup's previous sample, for CPU rates.
 type statsCache struct {
 	mu   sync.Mutex
@@ -37,10 +44,17 @@ func (s *Server) sample(path string) (*cgroups.Stats, uint64, error) {
 	if s.cgroups == nil {
 		return nil, 0, fmt.Errorf("cgroup statistics: %w", errdefs.ErrUnavailable)
 	}
-	cur, err := s.cgroups.Stats(path)
+	return s.rate(path, func() (*cgroups.Stats, error) { return s.cgroups.Stats(path) })
+}
+
+// rate reads a sample with read and returns it with the CPU rate since the
+// previous sample under the same key (0 the first time).
+func (s *Server) rate(key string, read func() (*cgroups.Stats, error)) (*cgroups.Stats, uint64, error) {
+	cur, err := read()
 	if err != nil {
 		return nil, 0, err
 	}
+	path := key
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
 	if s.stats.prev == nil {
@@ -90,6 +104,17 @@ func memoryUsage(st *cgroups.Stats) *runtimeapi.MemoryUsage {
 	}
 }
 
+// containerSample reads a running container's statistics: from the
+// runtime when it reports them (VM runtimes), else from its host cgroup.
+func (s *Server) containerSample(ctx context.Context, rec container.Record) (*cgroups.Stats, uint64, error) {
+	if rt, err := s.runtimeForContainer(rec); err == nil {
+		if tr, ok := rt.(TaskStatsRuntime); ok {
+			return s.rate("task:"+rec.ID, func() (*cgroups.Stats, error) { return tr.TaskStats(ctx, rec.ID) })
+		}
+	}
+	return s.sample(rec.CgroupPath)
+}
+
 // containerStats gathers one container's statistics. A container whose
 // cgroup is gone (it exited) reports attributes only.
 func (s *Server) containerStats(ctx context.Context, c *container.Container) (*runtimeapi.ContainerStats, error) {
@@ -101,7 +126,7 @@ func (s *Server) containerStats(ctx context.Context, c *container.Container) (*r
 		Annotations: rec.Annotations,
 	}}
 	if rec.State == container.StateRunning {
-		st, rate, err := s.sample(rec.CgroupPath)
+		st, rate, err := s.containerSample(ctx, rec)
 		switch {
 		case err == nil:
 			out.Cpu = cpuUsage(st, rate)

@@ -1,0 +1,206 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	taskapi "github.com/containerd/containerd/api/runtime/task/v2"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/oci"
+)
+
+// The annotations the CRI server puts in every bundle's config.json
+// (specgen), by which a container is routed to its pod's shim.
+const (
+	annotationContainerType = "io.kubernetes.cri.container-type"
+	annotationSandboxID     = "io.kubernetes.cri.sandbox-id"
+	containerTypeSandbox    = "sandbox"
+)
+
+// podOf returns the pod a container with the bundle annotations belongs
+// to: its own when it is the sandbox (type "sandbox", or no sandbox-id).
+func podOf(id string, annotations map[string]string) string {
+	sandboxID := annotations[annotationSandboxID]
+	if annotations[annotationContainerType] == containerTypeSandbox || sandboxID == "" {
+		return id
+	}
+	return sandboxID
+}
+
+// Create creates the task for a container and returns the pid of its
+// init process, which waits for Start.
+//
+// The sandbox container of a pod (see podOf) starts the pod's shim; any
+// other container is created in its pod's shim, which must be running
+// (errdefs.ErrFailedPrecondition otherwise). opts.BundleDir holds
+// config.json, whose root.path is the mounted root filesystem; no mounts
+// are handed to the shim. The container's stdio are FIFOs podbay makes;
+// it copies stdout and stderr to opts.LogPath in the CRI format ("":
+// discarded). opts.ConmonCgroup does not apply: the shim places itself.
+//
+// An ID that is known is rejected with ErrAlreadyExists. On failure
+// nothing is left: the task, the shim it started, the FIFOs and the log
+// file are removed. Create gives up when ctx ends or after
+// Config.CreateTimeout.
+func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, retErr error) {
+	if err := validateID(opts.ID); err != nil {
+		return 0, fmt.Errorf("create container: %w", err)
+	}
+	id := opts.ID
+	if !filepath.IsAbs(opts.BundleDir) {
+		return 0, fmt.Errorf("create container %s: bundle %q is not an absolute path: %w", id, opts.BundleDir, errdefs.ErrInvalidArgument)
+	}
+	if opts.LogPath != "" && !filepath.IsAbs(opts.LogPath) {
+		return 0, fmt.Errorf("create container %s: log path %q is not an absolute path: %w", id, opts.LogPath, errdefs.ErrInvalidArgument)
+	}
+	spec, err := oci.ReadSpec(opts.BundleDir)
+	if err != nil {
+		return 0, fmt.Errorf("create container %s: %w", id, err)
+	}
+	podID := podOf(id, spec.Annotations)
+
+	r.mu.Lock()
+	_, exists := r.containers[id]
+	p := r.pods[podID]
+	r.mu.Unlock()
+	switch {
+	case exists:
+		return 0, fmt.Errorf("create container %s: %w", id, errdefs.ErrAlreadyExists)
+	case podID == id && p != nil:
+		return 0, fmt.Errorf("create container %s: pod %s has a shim: %w", id, podID, errdefs.ErrAlreadyExists)
+	case podID != id && (p == nil || p.isDead()):
+		return 0, fmt.Errorf("create container %s: pod %s has no running shim: %w", id, podID, errdefs.ErrFailedPrecondition)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
+	defer cancel()
+
+	dir := r.containerDir(id)
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, fmt.Errorf("create container %s: remove stale state: %w", id, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("create container %s: %w", id, err)
+	}
+	defer onError(ctx, &retErr, "remove container state", func(context.Context) error {
+		errs := []error{os.RemoveAll(dir)}
+		for _, name := range shimBundleFiles {
+			errs = append(errs, removeIfExists(filepath.Join(opts.BundleDir, name)))
+		}
+		return errors.Join(errs...)
+	})
+	rec := containerRecord{
+		Version:   recordVersion,
+		ID:        id,
+		Pod:       podID,
+		Bundle:    opts.BundleDir,
+		LogPath:   opts.LogPath,
+		Terminal:  opts.Terminal,
+		Stdin:     opts.Stdin,
+		StdinOnce: opts.StdinOnce,
+		Created:   time.Now(),
+	}
+	if err := writeRecord(filepath.Join(dir, containerFile), rec); err != nil {
+		return 0, fmt.Errorf("create container %s: %w", id, err)
+	}
+
+	fifos, err := openStdio(dir, opts.Stdin, opts.Terminal, true)
+	if err != nil {
+		return 0, fmt.Errorf("create container %s: stdio: %w", id, err)
+	}
+	logFile, err := openLogFile(opts.LogPath)
+	if err != nil {
+		fifos.close()
+		return 0, fmt.Errorf("create container %s: %w", id, err)
+	}
+	cio := newContainerIO(log.With(r.ctx, "id", id), fifos, logFile)
+	defer onError(ctx, &retErr, "close container stdio", func(context.Context) error {
+		cio.close()
+		if opts.LogPath != "" {
+			return removeIfExists(opts.LogPath)
+		}
+		return nil
+	})
+
+	if podID == id {
+		if p, err = r.startShim(ctx, id, opts.BundleDir); err != nil {
+			return 0, fmt.Errorf("create container %s: %w", id, err)
+		}
+		defer onError(ctx, &retErr, "stop shim", func(ctx context.Context) error {
+			return r.stopShim(ctx, p)
+		})
+	}
+
+	tasks, err := p.task(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("create container %s: %w", id, err)
+	}
+	// Registered before the call: a Create that timed out may have
+	// created the task all the same.
+	defer onError(ctx, &retErr, "delete task", func(ctx context.Context) error {
+		return r.deleteTask(ctx, p, id)
+	})
+	resp, err := tasks.Create(ctx, &taskapi.CreateTaskRequest{
+		ID:       id,
+		Bundle:   opts.BundleDir,
+		Terminal: opts.Terminal,
+		Stdin:    fifos.stdinPath,
+		Stdout:   fifos.stdoutPath,
+		Stderr:   fifos.stderrPath,
+		Options:  r.cfg.Options,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create container %s: %w", id, rpcError(err))
+	}
+
+	c := newContainer(rec, dir, p, cio)
+	cio.start(log.With(r.ctx, "id", id), &r.wg)
+	r.mu.Lock()
+	r.containers[id] = c
+	if c.sandbox {
+		r.pods[podID] = p
+	}
+	r.mu.Unlock()
+	r.watchExit(c)
+	log.G(ctx).Debug("container created", "id", id, "pod", podID, "pid", resp.Pid)
+	return int(resp.Pid), nil
+}
+
+// deleteTask kills and deletes task id in p's shim; a task the shim does
+// not know is not an error.
+func (r *Runtime) deleteTask(ctx context.Context, p *pod, id string) error {
+	tasks, err := p.task(ctx)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := r.commandContext(ctx)
+	defer cancel()
+	_, err = tasks.Kill(cctx, &taskapi.KillRequest{ID: id, Signal: uint32(syscall.SIGKILL), All: true})
+	if err = rpcError(err); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("kill task: %w", err)
+	}
+	// The shim refuses to delete a task until its process has exited.
+	deadline := time.Now().Add(killWait)
+	for {
+		_, err = tasks.Delete(cctx, &taskapi.DeleteRequest{ID: id})
+		err = rpcError(err)
+		if err == nil || errdefs.IsNotFound(err) {
+			return nil
+		}
+		if !errors.Is(err, errdefs.ErrFailedPrecondition) || time.Now().After(deadline) {
+			return fmt.Errorf("delete task: %w", err)
+		}
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("delete task: %w", cctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

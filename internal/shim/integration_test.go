@@ -1,0 +1,676 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	runcoptions "github.com/containerd/containerd/api/types/runc/options"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/oci"
+)
+
+// The integration tests run the real containerd-shim-runc-v2 with runc.
+// They need root and are skipped otherwise. runc keeps its state in a
+// directory of the test's (RuncOptions), every ID starts with a prefix
+// unique to the test process, and every test checks at the end that
+// nothing is left: processes, shim sockets, runc state, FIFOs, mounts.
+
+const (
+	shimBinary  = "/usr/bin/containerd-shim-runc-v2"
+	runcPath    = "/usr/sbin/runc"
+	busyboxPath = "/bin/busybox"
+	// testCgroupParent holds the containers' cgroups (cgroupfs driver).
+	testCgroupParent = "/podbay-shim-test"
+	testNamespace    = "podbaytest"
+)
+
+// The server's interface, which Runtime must satisfy.
+var _ interface {
+	Create(ctx context.Context, opts oci.CreateOptions) (int, error)
+	Start(ctx context.Context, id string) error
+	Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error
+	Delete(ctx context.Context, id string) error
+	State(ctx context.Context, id string) (oci.State, error)
+	Exited(id string) (oci.ExitStatus, bool, error)
+	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
+	ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error)
+	Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error)
+	Attach(ctx context.Context, id string, opts oci.AttachOptions) error
+	Update(ctx context.Context, id string, r *specs.LinuxResources) error
+	ReopenLog(ctx context.Context, id string) error
+	Close() error
+	Name() string
+} = (*Runtime)(nil)
+
+var idCounter atomic.Int64
+
+type testEnv struct {
+	t        *testing.T
+	dir      string
+	busybox  string
+	runcRoot string
+	cfg      Config
+	rt       *Runtime
+	// containers and pods the test made, deleted at the end (containers
+	// first).
+	containers, pods []string
+}
+
+func newTestEnv(t *testing.T) *testEnv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("integration test needs root")
+	}
+	for _, bin := range []string{shimBinary, runcPath, busyboxPath} {
+		if _, err := os.Stat(bin); err != nil {
+			t.Skipf("integration test needs %s", bin)
+		}
+	}
+	dir := t.TempDir()
+	e := &testEnv{t: t, dir: dir, busybox: filepath.Join(dir, "busybox"), runcRoot: filepath.Join(dir, "runc")}
+	if err := copyFile(busyboxPath, e.busybox); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := RuncOptions(runcPath, e.runcRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg = Config{
+		Name:      "shim-test",
+		ShimPath:  shimBinary,
+		StateDir:  filepath.Join(dir, "state"),
+		Namespace: testNamespace,
+		Options:   opts,
+	}
+	t.Cleanup(e.cleanup)
+	e.rt = e.newRuntime()
+	return e
+}
+
+// newRuntime starts a Runtime on the test's state, closed at the end.
+func (e *testEnv) newRuntime() *Runtime {
+	e.t.Helper()
+	r, err := New(e.cfg)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	e.t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func (e *testEnv) newID(name string) string {
+	return fmt.Sprintf("podbayshimtest-%d-%d-%s", os.Getpid(), idCounter.Add(1), name)
+}
+
+// bundle writes the bundle of container id in pod (pod == id: the
+// sandbox) running args in busybox.
+func (e *testEnv) bundle(id, pod string, mutate func(*specs.Spec), args ...string) string {
+	e.t.Helper()
+	b := filepath.Join(e.dir, "bundles", id)
+	rootfs := filepath.Join(b, "rootfs")
+	for _, d := range []string{"bin", "proc", "dev", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	for _, applet := range []string{"busybox", "sh", "sleep", "echo", "true", "cat", "printf", "stty", "dd", "env"} {
+		if err := os.Link(e.busybox, filepath.Join(rootfs, "bin", applet)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	kind := "container"
+	if pod == id {
+		kind = containerTypeSandbox
+	}
+	spec := &specs.Spec{
+		Version:  "1.0.2",
+		Hostname: "podbayshimtest",
+		Root:     &specs.Root{Path: rootfs},
+		Process: &specs.Process{
+			Args:            args,
+			Env:             []string{"PATH=/bin", "GREETING=hello"},
+			Cwd:             "/",
+			NoNewPrivileges: true,
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		},
+		Annotations: map[string]string{annotationContainerType: kind, annotationSandboxID: pod},
+		Linux: &specs.Linux{
+			CgroupsPath: testCgroupParent + "/" + id,
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+				{Type: specs.NetworkNamespace},
+			},
+		},
+	}
+	if mutate != nil {
+		mutate(spec)
+	}
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b, "config.json"), data, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+// startPod creates and starts a sandbox container (the pod's shim) and
+// returns its ID.
+func (e *testEnv) startPod(ctx context.Context, r *Runtime, name string) string {
+	e.t.Helper()
+	id := e.newID(name)
+	e.pods = append(e.pods, id)
+	e.create(ctx, r, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, id, nil, "sleep", "1000")})
+	if err := r.Start(ctx, id); err != nil {
+		e.t.Fatalf("Start sandbox %s: %v", id, err)
+	}
+	return id
+}
+
+// newContainer writes a bundle for a new container in pod and returns its
+// ID and create options (with a log file).
+func (e *testEnv) newContainer(pod, name string, mutate func(*specs.Spec), args ...string) (string, oci.CreateOptions) {
+	id := e.newID(name)
+	e.containers = append(e.containers, id)
+	return id, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, pod, mutate, args...), LogPath: filepath.Join(e.dir, id+".log")}
+}
+
+func (e *testEnv) create(ctx context.Context, r *Runtime, opts oci.CreateOptions) int {
+	e.t.Helper()
+	pid, err := r.Create(ctx, opts)
+	if err != nil {
+		e.t.Fatalf("Create %s: %v", opts.ID, err)
+	}
+	if pid <= 0 {
+		e.t.Fatalf("Create %s returned pid %d", opts.ID, pid)
+	}
+	return pid
+}
+
+// run creates and starts a container in pod.
+func (e *testEnv) run(ctx context.Context, r *Runtime, pod, name string, mutate func(*specs.Spec), args ...string) (string, oci.CreateOptions) {
+	e.t.Helper()
+	id, opts := e.newContainer(pod, name, mutate, args...)
+	e.create(ctx, r, opts)
+	if err := r.Start(ctx, id); err != nil {
+		e.t.Fatalf("Start %s: %v", id, err)
+	}
+	return id, opts
+}
+
+// cleanup deletes everything the test made with a new Runtime and checks
+// that nothing is left.
+func (e *testEnv) cleanup() {
+	t := e.t
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := New(e.cfg)
+	if err != nil {
+		t.Errorf("cleanup: New: %v", err)
+		return
+	}
+	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
+		if err := r.Delete(ctx, id); err != nil {
+			t.Errorf("cleanup: Delete %s: %v", id, err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("cleanup: Close: %v", err)
+	}
+	e.assertNoLeaks()
+	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
+		removeCgroup(testCgroupParent + "/" + id)
+	}
+	removeCgroup(testCgroupParent)
+}
+
+// assertNoLeaks checks that nothing of the test's pods and containers is
+// left on the host.
+func (e *testEnv) assertNoLeaks() {
+	t := e.t
+	t.Helper()
+	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
+		var procs []string
+		waitFor(5*time.Second, func() bool {
+			procs = processesOf(id)
+			return len(procs) == 0
+		})
+		if len(procs) > 0 {
+			t.Errorf("processes left for %s: %q", id, procs)
+		}
+	}
+	for _, pod := range e.pods {
+		if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("shim socket left for pod %s: %v", pod, err)
+		}
+	}
+	// runc-v2 keeps runc's state in <Root>/<namespace>.
+	runcState := filepath.Join(e.runcRoot, testNamespace)
+	if entries, _ := os.ReadDir(runcState); len(entries) > 0 {
+		out, _ := exec.Command(runcPath, "--root", runcState, "list").CombinedOutput()
+		t.Errorf("runc state left:\n%s", out)
+	}
+	_ = filepath.WalkDir(e.cfg.StateDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			t.Errorf("state left: %s", path)
+		}
+		return nil
+	})
+	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
+		for _, name := range append([]string{shimLogFifo, shimAddressFile}, shimBundleFiles...) {
+			if _, err := os.Lstat(filepath.Join(e.dir, "bundles", id, name)); err == nil {
+				t.Errorf("%s left in the bundle of %s", name, id)
+			}
+		}
+	}
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mi), e.dir) {
+		t.Errorf("mounts left under %s", e.dir)
+	}
+}
+
+// shimSocket is the socket the runc-v2 shim makes for pod: containerd's
+// shim.SocketAddress of the -address it was given.
+func (e *testEnv) shimSocket(pod string) string {
+	sum := sha256.Sum256([]byte(filepath.Join(filepath.Join(e.cfg.StateDir, eventsSocket), testNamespace, pod)))
+	return "/run/containerd/s/" + hex.EncodeToString(sum[:])
+}
+
+// processesOf lists the live processes that have id on their command line
+// or in their cgroup path.
+func processesOf(id string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err == nil && procState(st) == "Z" {
+			continue // exited, not yet reaped by init
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		cgroup, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
+		if strings.Contains(string(cmdline), id) || strings.Contains(string(cgroup), "/"+id+"\n") {
+			found = append(found, fmt.Sprintf("%d:%s", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
+		}
+	}
+	return found
+}
+
+func procState(stat []byte) string {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+3 > len(stat) {
+		return ""
+	}
+	return string(stat[i+2 : i+3])
+}
+
+// shimsOf lists the pids of running shims started with -id id.
+func shimsOf(id string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err != nil || procState(st) == "Z" {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(args) == 0 || args[0] != shimBinary {
+			continue
+		}
+		for i := 1; i+1 < len(args); i++ {
+			if args[i] == "-id" && args[i+1] == id {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+func removeCgroup(path string) {
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, ent := range entries {
+		_ = os.Remove(filepath.Join("/sys/fs/cgroup", ent.Name(), path))
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// waitFor polls cond every 20 ms for up to d and returns its last value.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestIntegrationPodLifecycle(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := e.rt
+
+	pod := e.startPod(ctx, r, "pod")
+	sbState, err := r.State(ctx, pod)
+	if err != nil || sbState.Status != oci.StatusRunning || sbState.MonitorPid <= 0 || sbState.Pid <= 0 {
+		t.Fatalf("sandbox State = %+v, %v", sbState, err)
+	}
+
+	id, opts := e.newContainer(pod, "life", nil, "sh", "-c", `echo hello; echo oops >&2; printf partial; trap "" TERM; sleep 100`)
+	pid := e.create(ctx, r, opts)
+	st, err := r.State(ctx, id)
+	if err != nil || st.Status != oci.StatusCreated || st.Pid != pid || st.Bundle != opts.BundleDir || st.Created.IsZero() {
+		t.Fatalf("State after Create = %+v, %v (pid %d)", st, err, pid)
+	}
+	// One shim serves the pod: the container's monitor is the sandbox's.
+	if st.MonitorPid != sbState.MonitorPid {
+		t.Errorf("container's shim %d, sandbox's %d", st.MonitorPid, sbState.MonitorPid)
+	}
+	if shims := shimsOf(pod); len(shims) != 1 || shims[0] != sbState.MonitorPid {
+		t.Errorf("shims of the pod: %v, want [%d]", shims, sbState.MonitorPid)
+	}
+	if shims := shimsOf(id); len(shims) != 0 {
+		t.Errorf("the container has a shim of its own: %v", shims)
+	}
+	if _, err := r.Create(ctx, opts); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("second Create = %v, want ErrAlreadyExists", err)
+	}
+
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusRunning || st.Pid != pid {
+		t.Fatalf("State after Start = %+v, %v", st, err)
+	}
+	if _, ok, err := r.Exited(id); ok || err != nil {
+		t.Fatalf("Exited while running = %v, %v", ok, err)
+	}
+	// The process ignores SIGTERM: Stop waits out the timeout, then kills.
+	waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "oops") })
+	const timeout = 700 * time.Millisecond
+	start := time.Now()
+	if err := r.Stop(ctx, id, timeout, 0); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if d := time.Since(start); d < timeout || d > timeout+5*time.Second {
+		t.Errorf("Stop took %v with a %v timeout", d, timeout)
+	}
+	exit, ok, err := r.Exited(id)
+	if err != nil || !ok || exit.Code != 137 {
+		t.Fatalf("Exited after Stop = (%+v, %v, %v), want 137", exit, ok, err)
+	}
+	if exit.ExitedAt.Before(start) || exit.ExitedAt.After(time.Now()) {
+		t.Errorf("ExitedAt %v not within the Stop call (started %v)", exit.ExitedAt, start)
+	}
+	if w, err := r.Wait(ctx, id); err != nil || w.Code != exit.Code || !w.ExitedAt.Equal(exit.ExitedAt) {
+		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
+	}
+	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusStopped {
+		t.Errorf("State after Stop = %+v, %v", st, err)
+	}
+	if err := r.Stop(ctx, id, timeout, 0); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+	if err := r.ReopenLog(ctx, id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("ReopenLog of a stopped container = %v, want ErrFailedPrecondition", err)
+	}
+	logData := readFile(t, opts.LogPath)
+	for _, want := range []string{" stdout F hello\n", " stderr F oops\n", " stdout P partial\n"} {
+		if !strings.Contains(logData, want) {
+			t.Errorf("container log %q lacks %q", logData, want)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(logData, "\n"), "\n") {
+		ts, _, _ := strings.Cut(line, " ")
+		if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
+			t.Errorf("log line %q: %v", line, err)
+		}
+	}
+
+	if err := r.Delete(ctx, id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("State after Delete = %v, want ErrNotFound", err)
+	}
+	if _, ok, _ := r.Exited(id); ok {
+		t.Error("exit status survived Delete")
+	}
+	if err := r.Delete(ctx, id); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+
+	if err := r.Stop(ctx, pod, 0, syscall.SIGKILL); err != nil {
+		t.Fatalf("Stop sandbox: %v", err)
+	}
+	if exit, ok, _ := r.Exited(pod); !ok || exit.Code != 137 {
+		t.Errorf("sandbox Exited = %+v, %v", exit, ok)
+	}
+	if err := r.Delete(ctx, pod); err != nil {
+		t.Fatalf("Delete sandbox: %v", err)
+	}
+	if shims := shimsOf(pod); len(shims) != 0 {
+		t.Errorf("shim still running after the sandbox's Delete: %v", shims)
+	}
+	if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("shim socket after Delete: %v", err)
+	}
+}
+
+func TestIntegrationExitCodes(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := e.rt
+	pod := e.startPod(ctx, r, "pod")
+
+	id, opts := e.newContainer(pod, "exit3", nil, "sh", "-c", "sleep 0.2; echo bye; exit 3")
+	e.create(ctx, r, opts)
+	got := make(chan error, 1)
+	go func() {
+		exit, err := r.Wait(ctx, id)
+		if err == nil && exit.Code != 3 {
+			err = fmt.Errorf("exit code %d, want 3", exit.Code)
+		}
+		got <- err
+	}()
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	// The output is in the log once the exit is reported.
+	if logData := readFile(t, opts.LogPath); !strings.Contains(logData, " stdout F bye\n") {
+		t.Errorf("log at exit = %q", logData)
+	}
+	if err := r.Stop(ctx, id, time.Second, 0); err != nil {
+		t.Errorf("Stop of an exited container: %v", err)
+	}
+
+	// PID 1 of a pid namespace only gets signals it handles.
+	graceful, _ := e.run(ctx, r, pod, "graceful", nil, "sh", "-c", `trap "exit 7" TERM; sleep 100 & wait`)
+	start := time.Now()
+	if err := r.Stop(ctx, graceful, 30*time.Second, syscall.SIGTERM); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Stop took %v for a process that exits on SIGTERM", d)
+	}
+	if exit, ok, err := r.Exited(graceful); err != nil || !ok || exit.Code != 7 {
+		t.Errorf("Exited = (%+v, %v, %v), want 7", exit, ok, err)
+	}
+
+	// Stop of a created container that never ran.
+	created, opts := e.newContainer(pod, "created", nil, "sleep", "100")
+	e.create(ctx, r, opts)
+	if err := r.Stop(ctx, created, 0, 0); err != nil {
+		t.Fatalf("Stop of a created container: %v", err)
+	}
+	if exit, ok, err := r.Exited(created); err != nil || !ok || exit.Code != 137 {
+		t.Errorf("Exited after Stop = (%+v, %v, %v), want 137", exit, ok, err)
+	}
+
+	// A container of a pod that has no shim.
+	_, orphan := e.newContainer(e.newID("nopod"), "orphan", nil, "true")
+	if _, err := r.Create(ctx, orphan); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Create in a pod without a shim = %v, want ErrFailedPrecondition", err)
+	}
+}
+
+func TestIntegrationCreateFailure(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := e.rt
+	pod := e.startPod(ctx, r, "pod")
+
+	// runc cannot start the process: Create fails with runc's message and
+	// leaves nothing, not even the log file.
+	id, opts := e.newContainer(pod, "missing", nil, "/bin/nonexistent")
+	if _, err := r.Create(ctx, opts); err == nil || !strings.Contains(err.Error(), "nonexistent") {
+		t.Fatalf("Create = %v, want runc's complaint about the executable", err)
+	}
+	if _, err := os.Stat(opts.LogPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("log file left: %v", err)
+	}
+	if _, err := os.Stat(r.containerDir(id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state left: %v", err)
+	}
+
+	// A sandbox whose runc fails: the shim started for it is stopped.
+	bad := e.newID("badpod")
+	e.pods = append(e.pods, bad)
+	badOpts := oci.CreateOptions{ID: bad, BundleDir: e.bundle(bad, bad, nil, "/bin/nonexistent")}
+	if _, err := r.Create(ctx, badOpts); err == nil {
+		t.Fatal("Create of a failing sandbox succeeded")
+	}
+	if shims := shimsOf(bad); len(shims) != 0 {
+		t.Errorf("shim left after a failed sandbox Create: %v", shims)
+	}
+	if _, err := os.Lstat(e.shimSocket(bad)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("shim socket left after a failed sandbox Create: %v", err)
+	}
+
+	// Options with anypb's type URL: the shim's typeurl does not know
+	// it, which shows that RuncOptions' URL is the one that works.
+	wrong, err := anypb.New(&runcoptions.Options{BinaryName: runcPath, Root: e.runcRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.Options = wrong
+	cfg.StateDir = filepath.Join(e.dir, "state2")
+	r2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	other := e.newID("wrongopts")
+	e.pods = append(e.pods, other)
+	_, err = r2.Create(ctx, oci.CreateOptions{ID: other, BundleDir: e.bundle(other, other, nil, "sleep", "10")})
+	if err == nil || !strings.Contains(err.Error(), "type.googleapis.com/containerd.runc.v1.Options") {
+		t.Fatalf("Create with a wrong options type URL = %v", err)
+	}
+	t.Logf("wrong options: %v", err)
+	if shims := shimsOf(other); len(shims) != 0 {
+		t.Errorf("shim left after a failed start: %v", shims)
+	}
+}
+
+func TestIntegrationUnknownID(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := e.rt
+	id := e.newID("ghost")
+	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("State = %v, want ErrNotFound", err)
+	}
+	if err := r.Start(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("Start = %v, want ErrNotFound", err)
+	}
+	if _, err := r.Wait(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("Wait = %v, want ErrNotFound", err)
+	}
+	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"true"}}); !errdefs.IsNotFound(err) {
+		t.Errorf("ExecSync = %v, want ErrNotFound", err)
+	}
+	if err := r.ReopenLog(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("ReopenLog = %v, want ErrNotFound", err)
+	}
+	for range 2 {
+		if err := r.Stop(ctx, id, time.Second, 0); err != nil {
+			t.Errorf("Stop = %v, want nil", err)
+		}
+		if err := r.Delete(ctx, id); err != nil {
+			t.Errorf("Delete = %v, want nil", err)
+		}
+	}
+	if _, ok, err := r.Exited(id); ok || err != nil {
+		t.Errorf("Exited = %v, %v", ok, err)
+	}
+	if _, err := r.State(ctx, "../x"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("State of a bad ID = %v, want ErrInvalidArgument", err)
+	}
+}

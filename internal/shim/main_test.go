@@ -1,0 +1,16 @@
+package shim
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+)
+
+// TestMain logs at debug level when SHIM_TEST_DEBUG is set: the package's
+// own debug messages, and the shims' logs (they get -debug).
+func TestMain(m *testing.M) {
+	if os.Getenv("SHIM_TEST_DEBUG") != "" {
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	}
+	os.Exit(m.Run())
+}

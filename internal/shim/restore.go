@@ -1,0 +1,277 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	taskapi "github.com/containerd/containerd/api/runtime/task/v2"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/oci"
+)
+
+const (
+	// restoreTimeout bounds each call to a shim while New takes over.
+	restoreTimeout = 10 * time.Second
+	quarantineDir  = "quarantine"
+)
+
+// restore takes over the pods and containers recorded in StateDir, after
+// the daemon restarted. Bad records are logged and moved to the quarantine
+// directory; they do not keep the Runtime from starting.
+func (r *Runtime) restore() {
+	ctx := r.ctx
+	for _, id := range r.recordIDs(podsDir) {
+		var rec podRecord
+		dir := r.podDir(id)
+		if err := readRecord(filepath.Join(dir, podFile), &rec); err != nil || rec.ID != id {
+			r.quarantine(ctx, dir, "pod", err)
+			continue
+		}
+		p := r.restorePod(ctx, rec)
+		r.mu.Lock()
+		r.pods[id] = p
+		r.mu.Unlock()
+	}
+	for _, id := range r.recordIDs(containersDir) {
+		var rec containerRecord
+		dir := r.containerDir(id)
+		if err := readRecord(filepath.Join(dir, containerFile), &rec); err != nil || rec.ID != id {
+			r.quarantine(ctx, dir, "container", err)
+			continue
+		}
+		r.mu.Lock()
+		p := r.pods[rec.Pod]
+		if p == nil {
+			// Its shim's record is gone, and with it the shim.
+			p = r.newPod(rec.Pod, rec.Bundle)
+			p.markDead()
+			if rec.ID == rec.Pod {
+				r.pods[rec.Pod] = p
+			}
+		}
+		r.mu.Unlock()
+		c := r.restoreContainer(ctx, rec, p)
+		r.mu.Lock()
+		r.containers[id] = c
+		r.mu.Unlock()
+	}
+	// A shim whose sandbox container is not recorded serves nothing
+	// podbay knows about.
+	r.mu.Lock()
+	var orphans []*pod
+	for id, p := range r.pods {
+		if _, ok := r.containers[id]; !ok {
+			orphans = append(orphans, p)
+			delete(r.pods, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range orphans {
+		id := p.id
+		log.G(ctx).Warn("stopping shim of a pod without a sandbox container", "pod", id)
+		sctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		if err := r.stopShim(sctx, p); err != nil {
+			log.G(ctx).Error("stop orphaned shim", "pod", id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// recordIDs lists the entries of a record directory.
+func (r *Runtime) recordIDs(kind string) []string {
+	entries, err := os.ReadDir(filepath.Join(r.cfg.StateDir, kind))
+	if err != nil {
+		log.G(r.ctx).Error("read state", "dir", kind, "err", err)
+		return nil
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && validateID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// quarantine moves a bad record's directory out of the way.
+func (r *Runtime) quarantine(ctx context.Context, dir, kind string, why error) {
+	if why == nil {
+		why = errors.New("record names another ID")
+	}
+	q := filepath.Join(r.cfg.StateDir, quarantineDir)
+	dst := filepath.Join(q, fmt.Sprintf("%s-%s-%d", kind, filepath.Base(dir), time.Now().UnixNano()))
+	err := os.MkdirAll(q, 0o700)
+	if err == nil {
+		err = os.Rename(dir, dst)
+	}
+	log.G(ctx).Error("bad record quarantined", "kind", kind, "dir", dir, "to", dst, "reason", why, "err", err)
+}
+
+// restorePod reconnects to a recorded pod's shim. A shim that cannot be
+// reached is taken for dead: its containers are reported exited.
+func (r *Runtime) restorePod(ctx context.Context, rec podRecord) *pod {
+	p := r.newPod(rec.ID, rec.Bundle)
+	address := rec.Address
+	if address == "" {
+		// Recorded while the start command ran.
+		if b, err := os.ReadFile(filepath.Join(rec.Bundle, shimAddressFile)); err == nil {
+			address = strings.TrimSpace(string(b))
+		}
+	}
+	p.address = address // p is not shared yet
+	// The shim still writes its log to the FIFO in the bundle.
+	if lr, err := openFifoReader(filepath.Join(rec.Bundle, shimLogFifo)); err == nil {
+		p.log = lr
+		copyShimLog(p.ctx, &r.wg, lr)
+	}
+	cctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+	defer cancel()
+	if address != "" {
+		err := r.connect(cctx, p)
+		if err == nil {
+			log.G(ctx).Debug("reconnected to shim", "pod", p.id, "shim_pid", p.proc.pid)
+			return p
+		}
+		log.G(ctx).Warn("shim of pod is unreachable; its containers are reported exited", "pod", p.id, "address", address, "err", err)
+	}
+	p.markDead()
+	p.disconnect()
+	// A shim that lives on but cannot be reached cannot be managed.
+	if rec.Pid > 0 && r.isShimOf(rec.Pid, rec.ID) {
+		if err := syscall.Kill(rec.Pid, syscall.SIGKILL); err != nil {
+			log.G(ctx).Warn("kill unreachable shim", "pod", p.id, "pid", rec.Pid, "err", err)
+		}
+	}
+	if err := removeShimSocket(address); err != nil {
+		log.G(ctx).Warn("remove dead shim's socket", "pod", p.id, "err", err)
+	}
+	return p
+}
+
+// isShimOf reports whether pid runs this handler's shim binary for pod id
+// (its command line has -id <id>).
+func (r *Runtime) isShimOf(pid int, id string) bool {
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
+	if len(args) == 0 {
+		return false
+	}
+	// The shim runs under its resolved path (it re-executes itself).
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	shim, _ := filepath.EvalSymlinks(r.cfg.ShimPath)
+	if string(args[0]) != r.cfg.ShimPath && (exe == "" || exe != shim) {
+		return false
+	}
+	for i := 1; i+1 < len(args); i++ {
+		if string(args[i]) == "-id" && string(args[i+1]) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreContainer takes over one recorded container of pod p.
+func (r *Runtime) restoreContainer(ctx context.Context, rec containerRecord, p *pod) *container {
+	dir := r.containerDir(rec.ID)
+	c := newContainer(rec, dir, p, nil)
+	ctx = log.With(ctx, "id", rec.ID)
+	if st, ok, err := readExit(dir); err != nil || ok {
+		if err != nil {
+			log.G(ctx).Error("read recorded exit", "err", err)
+			st = oci.ExitStatus{Code: 255, ExitedAt: time.Now()}
+		}
+		c.setExit(st)
+		close(c.watching)
+		return c
+	}
+	if p.isDead() {
+		// Its shim died while no Runtime ran: the task is deleted with
+		// the shim binary and reported exited now, so that Exited
+		// answers right after New.
+		cctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+		st := r.deleteDeadShimTask(cctx, c)
+		cancel()
+		if err := writeExit(dir, st); err != nil {
+			log.G(ctx).Error("record container exit", "err", err)
+		}
+		c.setExit(st)
+		close(c.watching)
+		return c
+	}
+
+	state, stateErr := r.taskState(ctx, c)
+	if errdefs.IsNotFound(stateErr) {
+		// Never created in the shim (the daemon stopped during Create).
+		st := oci.ExitStatus{Code: 255, ExitedAt: time.Now()}
+		if err := writeExit(dir, st); err != nil {
+			log.G(ctx).Error("record container exit", "err", err)
+		}
+		c.setExit(st)
+		close(c.watching)
+		return c
+	}
+
+	// Resume the copies: output the container wrote while the daemon was
+	// down waits in the FIFOs (or in the shim, blocked on a full one).
+	if fifos, err := openStdio(dir, rec.Stdin, rec.Terminal, false); err != nil {
+		log.G(ctx).Error("reopen container stdio; its output is not copied", "err", err)
+	} else {
+		lf, err := openLogFile(rec.LogPath)
+		if err != nil {
+			// The output still goes to attached clients, and to the
+			// log once ReopenLog succeeds.
+			log.G(ctx).Error("reopen container log; its output is not logged", "err", err)
+			lf = unopenedLogFile(rec.LogPath)
+		}
+		c.io = newContainerIO(ctx, fifos, lf)
+		c.io.start(ctx, &r.wg)
+	}
+
+	if stateErr == nil && taskStatus(state.GetStatus()) == oci.StatusStopped {
+		// Exited while the daemon was down: reported at once, so that
+		// Exited answers right after New; the rest of the output is
+		// copied meanwhile.
+		st := oci.ExitStatus{Code: int32(state.GetExitStatus()), ExitedAt: exitTime(state.GetExitedAt().AsTime())}
+		if err := writeExit(dir, st); err != nil {
+			log.G(ctx).Error("record container exit", "err", err)
+		}
+		c.setExit(st)
+		close(c.watching)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			c.io.finish(drainTimeout)
+		}()
+		return c
+	}
+	if stateErr != nil {
+		log.G(ctx).Warn("container state after restart", "err", stateErr)
+	}
+	r.watchExit(c)
+	return c
+}
+
+// taskState asks c's shim about its task during restore.
+func (r *Runtime) taskState(ctx context.Context, c *container) (*taskapi.StateResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+	defer cancel()
+	tasks, err := c.pod.task(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := tasks.State(ctx, &taskapi.StateRequest{ID: c.id})
+	return resp, rpcError(err)
+}

@@ -1,0 +1,125 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/oci"
+)
+
+// TestRestoreRecords starts a Runtime on state left by an earlier one
+// whose shims are gone, with /bin/true standing in for the shim binary
+// (its delete prints nothing and succeeds).
+func TestRestoreRecords(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	bundle := filepath.Join(dir, "bundle")
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path string, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(state, podsDir, "corrupt", podFile), `{"version":`)
+	write(filepath.Join(state, podsDir, "future", podFile), `{"version":99,"id":"future"}`)
+	// A running container whose pod's record (and shim) are gone.
+	orphan := containerRecord{Version: recordVersion, ID: "orphan", Pod: "gonepod", Bundle: bundle, Created: time.Now()}
+	if err := os.MkdirAll(filepath.Join(state, containersDir, "orphan"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeRecord(filepath.Join(state, containersDir, "orphan", containerFile), orphan); err != nil {
+		t.Fatal(err)
+	}
+	// A container that exited before the restart.
+	exited := containerRecord{Version: recordVersion, ID: "exited", Pod: "gonepod", Bundle: bundle, Created: time.Now()}
+	exitedDir := filepath.Join(state, containersDir, "exited")
+	if err := os.MkdirAll(exitedDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeRecord(filepath.Join(exitedDir, containerFile), exited); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := writeExit(exitedDir, oci.ExitStatus{Code: 3, ExitedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := New(Config{Name: "restore", ShimPath: "/bin/true", StateDir: state})
+	if err != nil {
+		t.Fatalf("New with bad records: %v", err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+
+	for _, pod := range []string{"corrupt", "future"} {
+		if _, err := os.Stat(filepath.Join(state, podsDir, pod)); !os.IsNotExist(err) {
+			t.Errorf("bad record %s not moved away: %v", pod, err)
+		}
+	}
+	if q, _ := os.ReadDir(filepath.Join(state, quarantineDir)); len(q) != 2 {
+		t.Errorf("quarantine holds %d records, want 2", len(q))
+	}
+
+	if st, ok, err := r.Exited("orphan"); err != nil || !ok || st.Code != 137 {
+		t.Errorf("Exited of a container whose shim is gone = %+v, %v, %v; want 137", st, ok, err)
+	}
+	if st, err := r.State(ctx, "orphan"); err != nil || st.Status != oci.StatusStopped || st.MonitorPid != 0 {
+		t.Errorf("State = %+v, %v", st, err)
+	}
+	if st, ok, err := r.Exited("exited"); err != nil || !ok || st.Code != 3 || !st.ExitedAt.Equal(at) {
+		t.Errorf("Exited of a recorded exit = %+v, %v, %v", st, ok, err)
+	}
+	if st, err := r.Wait(ctx, "exited"); err != nil || st.Code != 3 {
+		t.Errorf("Wait = %+v, %v", st, err)
+	}
+	if err := r.Start(ctx, "orphan"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Start of a container whose shim is gone = %v, want ErrFailedPrecondition", err)
+	}
+	for _, id := range []string{"orphan", "exited"} {
+		if err := r.Delete(ctx, id); err != nil {
+			t.Errorf("Delete %s: %v", id, err)
+		}
+		if _, err := os.Stat(filepath.Join(state, containersDir, id)); !os.IsNotExist(err) {
+			t.Errorf("state of %s left: %v", id, err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, eventsSocket)); !os.IsNotExist(err) {
+		t.Errorf("events socket left after Close: %v", err)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	dir := t.TempDir()
+	for _, cfg := range []Config{
+		{ShimPath: "/bin/true", StateDir: dir},
+		{Name: "x", ShimPath: "true", StateDir: dir},
+		{Name: "x", ShimPath: "/bin/true", StateDir: "state"},
+		{Name: "x", ShimPath: dir, StateDir: dir},
+		{Name: "x", ShimPath: "/bin/true", StateDir: dir, Namespace: "a/b"},
+		// The events socket would not fit a socket address.
+		{Name: "x", ShimPath: "/bin/true", StateDir: filepath.Join(dir, strings.Repeat("d", 120))},
+	} {
+		if r, err := New(cfg); err == nil {
+			r.Close()
+			t.Errorf("New(%+v) succeeded", cfg)
+		}
+	}
+}
