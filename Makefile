@@ -10,12 +10,16 @@ BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdri
 export GOFLAGS := -tags=$(BUILDTAGS)
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: all build deps run test unit integration lint bench bench-images install clean
+.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images install clean
 
 all: build
 
 deps:
 	./hack/install-deps.sh
+
+# deps plus what only the tests need (containerd-shim-runc-v2).
+deps-test:
+	./hack/install-deps.sh --test
 
 build:
 	go build -o $(BIN)/podbayd ./cmd/podbayd
@@ -29,16 +33,23 @@ run: deps build
 
 # Installs what is missing and runs every test: lint, unit tests, the
 # integration tests against the real daemon, netns, CNI, conmon and runc,
-# and the CRI conformance suite (critest), whose summary is the last line.
-test: deps lint
+# and the CRI conformance suite (critest); then the integration tests and
+# critest again with every pod behind a "vm" handler (containerd shim v2,
+# proven with containerd-shim-runc-v2). critest's summary lines come last.
+test: deps-test lint
 	go test -race -count=1 ./...
+	PODBAY_TEST_RUNTIME_TYPE=vm go test -race -count=1 ./test/integration/
 	./hack/critest.sh
+	./hack/critest.sh --vm
 
 unit:
 	go test -race -count=1 $$(go list ./... | grep -v /test/)
 
 integration: build
 	go test -race -count=1 -v ./test/integration/
+
+integration-vm: build
+	PODBAY_TEST_RUNTIME_TYPE=vm go test -race -count=1 -v ./test/integration/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -65,9 +76,12 @@ clean:
 # against a fresh podbayd, offline, with stand-in images; prints every spec
 # that did not pass and "N passed, N failed, N skipped" last. critest-bench
 # runs critest -benchmark and prints p50/p95 per operation (BENCH_N samples).
-.PHONY: critest critest-bench
+.PHONY: critest critest-vm critest-bench
 critest: deps
 	./hack/critest.sh
+
+critest-vm: deps-test
+	./hack/critest.sh --vm
 
 critest-bench: deps
 	./hack/critest.sh --benchmark

@@ -26,7 +26,8 @@
 # Env: N pods per mode (default 50); CONCURRENCY, space-separated levels
 # (default "1 10"); MODES, space-separated (default "pods containers");
 # RUNTIME, the OCI runtime binary of the runc handler (default runc from
-# PATH; e.g. crun, or a wrapper).
+# PATH; e.g. crun, or a wrapper); HANDLER_TYPE=vm makes that handler a "vm"
+# one: containerd-shim-runc-v2 driving the runtime over the shim v2 API.
 #
 # Everything it makes lives in a temp dir (the pods' network namespaces
 # included: a podbayd reclaims every unowned podbay-* namespace in its
@@ -88,6 +89,13 @@ sock=$tmp/podbayd.sock
 cgroup_parent=/pbbench-${tmp##*.}
 runtime_root=$state_dir/runtimes/runc
 runtime_bin=${RUNTIME:-runc}
+HANDLER_TYPE=${HANDLER_TYPE:-oci}
+[[ $HANDLER_TYPE == oci || $HANDLER_TYPE == vm ]] || die "HANDLER_TYPE must be oci or vm, got '$HANDLER_TYPE'"
+if [ "$HANDLER_TYPE" = vm ]; then
+	command -v containerd-shim-runc-v2 >/dev/null || die "containerd-shim-runc-v2 not found (Debian package containerd)"
+	shim_runc_root=$state_dir/shim-runc
+	runtime_root=$shim_runc_root/podbay
+fi
 storage_root=$root_dir/storage
 storage_run_root=$state_dir/storage
 netns_dir=$tmp/netns
@@ -275,7 +283,10 @@ plugin_dirs = [$plugin_dirs]
 cache_dir = "$cache_dir"
 write_default_config = false
 EOF
-if [ -n "${RUNTIME:-}" ]; then
+if [ "$HANDLER_TYPE" = vm ]; then
+	printf '\n[runtimes.runc]\ntype = "vm"\npath = "%s"\nruntime_path = "%s"\nruntime_root = "%s"\n' \
+		"$(command -v containerd-shim-runc-v2)" "$(command -v "$runtime_bin")" "$shim_runc_root" >>"$config"
+elif [ -n "${RUNTIME:-}" ]; then
 	printf '\n[runtimes.runc]\npath = "%s"\n' "$RUNTIME" >>"$config"
 fi
 cat >"$conf_dir/10-$net_name.conflist" <<EOF
@@ -352,6 +363,11 @@ bench_mode() {
 }
 
 echo "host: $(nproc) CPUs, Linux $(uname -r), $("$runtime_bin" --version | head -n1), $(conmon --version | head -n1)"
+if [ "$HANDLER_TYPE" = vm ]; then
+	echo "handler: vm, containerd-shim-runc-v2 $(containerd-shim-runc-v2 -v 2>/dev/null | awk '/Version/ {print $2; exit}') driving $runtime_bin"
+fi
+shim_sockets_before=$tmp/shim-sockets-before
+shim_sockets >"$shim_sockets_before"
 echo "bench: N=$N per mode, concurrency $CONCURRENCY, modes $MODES, network $subnet, fresh podbayd per mode, images from $registry"
 
 for c in $CONCURRENCY; do

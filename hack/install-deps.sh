@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
 # Installs what podbay needs on a Debian machine, only what is missing:
 # the OCI runtimes, conmon, CNI plugins, iptables, and the tools the tests use.
+# With --test also Debian's containerd package, for its
+# containerd-shim-runc-v2: the tests run a "vm" handler on it (the shim v2
+# API Kata speaks). podbayd itself needs it only for such a handler.
 set -euo pipefail
+
+with_test=0
+case "${1:-}" in
+--test) with_test=1 ;;
+"") ;;
+*)
+	echo "usage: $0 [--test]" >&2
+	exit 2
+	;;
+esac
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "install-deps: run as root (sudo)" >&2
@@ -9,6 +22,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=(runc crun conmon containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make)
+if [ "$with_test" -eq 1 ]; then
+	packages+=(containerd)
+fi
 missing=()
 for p in "${packages[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

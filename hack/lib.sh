@@ -52,6 +52,9 @@ our_mounts() {
 	}' /proc/self/mountinfo
 }
 
+# shim_sockets lists the shim v2 sockets on the host, sorted.
+shim_sockets() { ls /run/containerd/s 2>/dev/null | sort; }
+
 # find_leaks prints one line per thing the run left behind.
 find_leaks() {
 	local f pids
@@ -67,10 +70,17 @@ find_leaks() {
 	iptables-save 2>/dev/null | grep -F "name: \\\"$net_name\\\"" | sed 's/^/iptables rule: /' || true
 	pids=$(grep -lF "$tmp" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 || true)
 	for f in $pids; do
-		if [ "$(cat "/proc/$f/comm" 2>/dev/null)" = conmon ]; then
-			echo "conmon process $f: $(tr '\0' ' ' <"/proc/$f/cmdline" 2>/dev/null)"
-		fi
+		case "$(cat "/proc/$f/comm" 2>/dev/null)" in
+		conmon | containerd-shim*)
+			[ "$(awk '{print $3}' "/proc/$f/stat" 2>/dev/null)" = Z ] ||
+				echo "$(cat "/proc/$f/comm") process $f: $(tr '\0' ' ' <"/proc/$f/cmdline" 2>/dev/null)"
+			;;
+		esac
 	done
+	# Shim v2 sockets (/run/containerd/s) that appeared during the run.
+	if [ -n "${shim_sockets_before:-}" ] && [ -f "$shim_sockets_before" ]; then
+		comm -13 "$shim_sockets_before" <(shim_sockets) | sed 's|^|shim socket /run/containerd/s/|'
+	fi
 	if [ -n "${registry_pid:-}" ] && alive "$registry_pid"; then
 		echo "podbay-testimages process $registry_pid"
 	fi
@@ -116,10 +126,15 @@ remove_leaks() {
 		done
 	fi
 	for pid in $(grep -lF "$tmp" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 || true); do
-		if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = conmon ]; then
-			kill -TERM "$pid" 2>/dev/null || true
-		fi
+		case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+		conmon | containerd-shim*) kill -TERM "$pid" 2>/dev/null || true ;;
+		esac
 	done
+	if [ -n "${shim_sockets_before:-}" ] && [ -f "$shim_sockets_before" ]; then
+		for f in $(comm -13 "$shim_sockets_before" <(shim_sockets)); do
+			rm -f "/run/containerd/s/$f"
+		done
+	fi
 	our_mounts | awk '{print $2}' | sort -r | while read -r f; do
 		umount -l "$f" || true
 	done

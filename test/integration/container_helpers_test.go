@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -484,12 +486,40 @@ func conmonsOf(id string) []int {
 	return pids
 }
 
-// requireNoConmon polls until no conmon monitors container id.
-func requireNoConmon(t *testing.T, id string) {
+// monitorsOf lists the processes that monitor container id: its conmon
+// (oci handlers), or the shim its init process is a child of (vm
+// handlers, whose runc keeps its state under the env's runtime_root).
+func (e *env) monitorsOf(id string) []int {
+	if suiteRuntimeType != "vm" {
+		return conmonsOf(id)
+	}
+	data, err := os.ReadFile(filepath.Join(e.stateDir, "shim-runc", "runc", "podbay", id, "state.json"))
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		InitProcessPid int `json:"init_process_pid"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil
+	}
+	procs := readProcs()
+	p := procs[st.InitProcessPid]
+	if p == nil || p.state == "Z" {
+		return nil
+	}
+	if sh := procs[p.ppid]; sh != nil && sh.state != "Z" && strings.Contains(sh.cmdline, "containerd-shim") {
+		return []int{sh.pid}
+	}
+	return nil
+}
+
+// requireNoMonitor polls until nothing monitors container id.
+func (e *env) requireNoMonitor(t *testing.T, id string) {
 	t.Helper()
 	if err := eventually(settleTime, func() error {
-		if pids := conmonsOf(id); len(pids) > 0 {
-			return fmt.Errorf("conmon %v", pids)
+		if pids := e.monitorsOf(id); len(pids) > 0 {
+			return fmt.Errorf("monitors %v", pids)
 		}
 		return nil
 	}); err != nil {
@@ -571,16 +601,50 @@ func (e *env) leakedRuntimeState(keep map[string]bool) []leak {
 		{filepath.Join(e.stateDir, "runtimes", "*", "*"), "runtime state"},
 		{filepath.Join(e.stateDir, "exits", "*", "*"), "conmon exit file"},
 		{filepath.Join(e.stateDir, "attach", "*"), "conmon attach link"},
+		// vm handlers: podbay's per-pod and per-container shim state, and
+		// the state of the runc the shims run.
+		{filepath.Join(e.stateDir, "runtimes", "*", "pods", "*"), "shim pod state"},
+		{filepath.Join(e.stateDir, "runtimes", "*", "containers", "*"), "shim container state"},
+		{filepath.Join(e.stateDir, "shim-runc", "*", "*", "*"), "runc state (shim)"},
 	} {
 		matches, _ := filepath.Glob(pattern.glob)
 		for _, m := range matches {
 			if keep[filepath.Base(m)] {
 				continue
 			}
+			if pattern.what == "runtime state" {
+				// A vm handler's own files beside its pods and containers.
+				switch filepath.Base(m) {
+				case "events.sock", "pods", "containers":
+					continue
+				}
+			}
 			leaks = append(leaks, leak{kind: "runtime", what: pattern.what + " " + m, path: m})
 		}
 	}
+	// A shim's socket: /run/containerd/s/<sha256 of address/namespace/pod>,
+	// where address is the handler's event socket. A shim that exits
+	// cleanly removes it; podbay removes a dead shim's.
+	for id := range e.knownIDs() {
+		if keep[id] {
+			continue
+		}
+		for _, events := range e.shimEventSockets() {
+			sum := sha256.Sum256([]byte(filepath.Join(events, "podbay", id)))
+			p := filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:]))
+			if _, err := os.Lstat(p); err == nil {
+				leaks = append(leaks, leak{kind: "runtime", what: "shim socket " + p + " of pod " + short(id), path: p})
+			}
+		}
+	}
 	return leaks
+}
+
+// shimEventSockets are the event sockets of the env's vm handlers, which
+// the shims are given as their containerd address.
+func (e *env) shimEventSockets() []string {
+	matches, _ := filepath.Glob(filepath.Join(e.stateDir, "runtimes", "*", "events.sock"))
+	return matches
 }
 
 // requireLeakCheckerSeesContainer is the positive control for the
@@ -610,6 +674,8 @@ func (e *env) requireLeakCheckerSeesContainer(t *testing.T, podID, id string) {
 			seen["mount"] = true
 		case l.kind == "storage" && l.path == id,
 			l.kind == "process" && strings.Contains(l.what, id),
+			// A vm handler's container runs under its pod's shim.
+			l.kind == "process" && suiteRuntimeType == "vm" && strings.Contains(l.what, podID),
 			l.kind == "cgroup" && strings.Contains(l.path, id),
 			l.kind == "runtime" && filepath.Base(l.path) == id:
 			seen[l.kind] = true

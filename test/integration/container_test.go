@@ -75,8 +75,8 @@ func TestContainerLifecycle(t *testing.T) {
 			t.Errorf("container %s namespace %d, the pause process's %d", ns, got, want)
 		}
 	}
-	if len(conmonsOf(id)) != 1 {
-		t.Errorf("conmon processes for the running container: %v, want one", conmonsOf(id))
+	if len(e.monitorsOf(id)) != 1 {
+		t.Errorf("monitors (conmon, or the pod's shim) of the running container: %v, want one", e.monitorsOf(id))
 	}
 
 	if r := e.execSync(t, id, 10, "echo", "hi"); string(r.Stdout) != "hi\n" || len(r.Stderr) != 0 || r.ExitCode != 0 {
@@ -130,7 +130,7 @@ func TestContainerLifecycle(t *testing.T) {
 	if _, err := e.rt.RemoveContainer(rpcCtx(t), &runtimeapi.RemoveContainerRequest{ContainerId: randHex(32)}); err != nil {
 		t.Errorf("RemoveContainer of an unknown ID: %v, want OK", err)
 	}
-	requireNoConmon(t, id)
+	e.requireNoMonitor(t, id)
 	e.assertNoLeaksExcept(t, pod.id)
 
 	e.stopAndRemove(t, pod.id)
@@ -569,7 +569,7 @@ func TestContainerPodConsistency(t *testing.T) {
 		if _, _, err := e.tryContainerStatus(rpcCtx(t), id); code(err) != codes.NotFound {
 			t.Errorf("ContainerStatus of %s after RemovePodSandbox: %v, want NotFound", short(id), err)
 		}
-		requireNoConmon(t, id)
+		e.requireNoMonitor(t, id)
 	}
 	e.assertNoLeaksExcept(t, b.id)
 
@@ -607,7 +607,7 @@ func TestContainerRestart(t *testing.T) {
 	waitGone(t, selfPid, 10*time.Second)
 	// conmon writes the exit code and leaves.
 	for _, id := range []string{victim, selfExit} {
-		requireNoConmon(t, id)
+		e.requireNoMonitor(t, id)
 	}
 	downUntil := time.Now()
 
@@ -650,7 +650,7 @@ func TestContainerRestart(t *testing.T) {
 	}
 	for _, id := range []string{survivor, victim, selfExit, created} {
 		e.removeContainer(t, id)
-		requireNoConmon(t, id)
+		e.requireNoMonitor(t, id)
 	}
 	if got := e.listContainers(t, nil); len(got) != 0 {
 		t.Errorf("containers after removing them all: %v", containerIDs(got))
@@ -672,8 +672,8 @@ func TestContainerRestart(t *testing.T) {
 			halfMade = r.ContainerID
 		}
 	}
-	if halfMade == "" || len(conmonsOf(halfMade)) == 0 {
-		t.Errorf("the runtime did not create the half-made container (%q) before the crash, or its conmon is gone", short(halfMade))
+	if halfMade == "" || len(e.monitorsOf(halfMade)) == 0 {
+		t.Errorf("the runtime did not create the half-made container (%q) before the crash, or its monitor is gone", short(halfMade))
 	}
 	e.restart("")
 	e.eventuallyNoLeaks(t, 20*time.Second, pod.id)
@@ -681,7 +681,7 @@ func TestContainerRestart(t *testing.T) {
 		t.Errorf("containers after the restart: %v", containerIDs(got))
 	}
 	if halfMade != "" {
-		requireNoConmon(t, halfMade)
+		e.requireNoMonitor(t, halfMade)
 	}
 	id, _ := e.runContainer(t, pod, half)
 	e.removeContainer(t, id)
@@ -791,7 +791,7 @@ func TestContainerBadInput(t *testing.T) {
 		t.Errorf("container RUNNING after a failed start")
 	}
 	e.removeContainer(t, id)
-	requireNoConmon(t, id)
+	e.requireNoMonitor(t, id)
 
 	if got := e.listContainers(t, nil); len(got) != 0 {
 		t.Errorf("containers at the end: %v", containerIDs(got))

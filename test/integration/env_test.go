@@ -32,14 +32,39 @@ type envOptions struct {
 	emptyCNIConfDir bool
 	// runcNetworkOrder is the runc handler's network_order ("" = not set).
 	runcNetworkOrder string
-	// extraRuntimes adds handlers, name → network_order, that run the same
-	// failure-injecting wrapper as runc.
-	extraRuntimes map[string]string
+	// extraRuntimes adds handlers that run the same failure-injecting
+	// wrapper as runc.
+	extraRuntimes map[string]handlerOptions
 	// registries is a registries.conf.d drop-in (registries.conf TOML)
 	// layered over the env's own registries.conf, which blocks
 	// registry.k8s.io and docker.io so that no daemon reaches past
 	// loopback. An entry with the same prefix replaces the blocked one.
 	registries string
+}
+
+// handlerOptions configure one runtime handler of an env.
+type handlerOptions struct {
+	order string // network_order; "" = not set
+	typ   string // "oci" or "vm"; "" = the suite's (suiteRuntimeType)
+}
+
+// suiteRuntimeType is the type of the env's "runc" handler, and of every
+// handler that names none: PODBAY_TEST_RUNTIME_TYPE, "oci" (conmon + the
+// runc wrapper) unless it says "vm" (containerd-shim-runc-v2 driving the
+// same wrapper over the shim v2 API, as Kata would be driven).
+var suiteRuntimeType = func() string {
+	if os.Getenv("PODBAY_TEST_RUNTIME_TYPE") == "vm" {
+		return "vm"
+	}
+	return "oci"
+}()
+
+// shimPath is the shim v2 binary the vm handlers run.
+func shimPath() string {
+	if p, err := exec.LookPath("containerd-shim-runc-v2"); err == nil {
+		return p
+	}
+	return "/usr/bin/containerd-shim-runc-v2"
 }
 
 // offlineRegistries is every env's registries.conf: nothing is pulled from
@@ -207,14 +232,28 @@ func (e *env) daemonConfig() string {
 	fmt.Fprintf(&b, "registries_conf = %q\n", e.registriesConf)
 	fmt.Fprintf(&b, "registries_conf_dir = %q\n", e.registriesDir)
 	fmt.Fprintf(&b, "signature_policy = %q\n", e.policyPath)
-	runtimes := map[string]string{"runc": e.opts.runcNetworkOrder}
-	for name, order := range e.opts.extraRuntimes {
-		runtimes[name] = order
+	runtimes := map[string]handlerOptions{"runc": {order: e.opts.runcNetworkOrder}}
+	for name, h := range e.opts.extraRuntimes {
+		runtimes[name] = h
 	}
 	for _, name := range sortedKeys(runtimes) {
-		fmt.Fprintf(&b, "\n[runtimes.%s]\npath = %q\n", name, e.runtimePath)
-		if order := runtimes[name]; order != "" {
-			fmt.Fprintf(&b, "network_order = %q\n", order)
+		h := runtimes[name]
+		fmt.Fprintf(&b, "\n[runtimes.%s]\n", name)
+		if h.typ == "" {
+			h.typ = suiteRuntimeType
+		}
+		if h.typ == "vm" {
+			// The shim runs the same wrapper as the oci handlers, with its
+			// runc state kept inside the env.
+			fmt.Fprintf(&b, "type = \"vm\"\npath = %q\n", shimPath())
+			fmt.Fprintf(&b, "runtime_path = %q\n", e.runtimePath)
+			fmt.Fprintf(&b, "runtime_root = %q\n", filepath.Join(e.stateDir, "shim-runc", name))
+			fmt.Fprintf(&b, "pod_annotations = [\"*\"]\ncontainer_annotations = [\"*\"]\n")
+		} else {
+			fmt.Fprintf(&b, "path = %q\n", e.runtimePath)
+		}
+		if h.order != "" {
+			fmt.Fprintf(&b, "network_order = %q\n", h.order)
 		}
 	}
 	return b.String()

@@ -478,6 +478,10 @@ func (e *env) forceClean(leaks []leak) {
 			os.Remove(l.path)
 		case "veth":
 			exec.Command("ip", "link", "del", l.path).Run() //nolint:errcheck
+		case "runtime":
+			if strings.HasPrefix(l.path, "/run/containerd/s/") {
+				os.Remove(l.path) // a dead shim's socket; the rest is in the env dir
+			}
 		case "iptables":
 			rule := strings.TrimPrefix(l.rule, "-A ")
 			exec.Command("sh", "-c", fmt.Sprintf("%s -w -t %s -D %s", l.path, l.table, rule)).Run() //nolint:errcheck

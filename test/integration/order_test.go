@@ -11,9 +11,18 @@ import (
 
 // TestNetworkOrder proves, per pod, whether the network was set up before
 // the runtime was asked to create the sandbox container: the runtime wrapper
-// records what the sandbox's network namespace held at create.
+// records what the sandbox's network namespace held at create. It does so
+// for both handler types: for "vm" the wrapper is the runc that
+// containerd-shim-runc-v2 runs inside the shim's Create, the moment a VM
+// runtime would boot the pod VM and mirror the namespace's interfaces.
 func TestNetworkOrder(t *testing.T) {
-	e := newEnv(t, envOptions{extraRuntimes: map[string]string{"runc-after": "after"}})
+	e := newEnv(t, envOptions{extraRuntimes: map[string]handlerOptions{
+		"runc-after": {order: "after"},
+		"oci":        {typ: "oci"},
+		"oci-after":  {typ: "oci", order: "after"},
+		"vm":         {typ: "vm"},
+		"vm-after":   {typ: "vm", order: "after"},
+	}})
 	e.start("")
 
 	cases := []struct {
@@ -27,6 +36,11 @@ func TestNetworkOrder(t *testing.T) {
 		{name: "handler-default-after", handler: "runc-after", want: "after"},
 		{name: "isulad-annotation-overrides-handler", handler: "runc-after", mods: []podMod{withAnnotation(isuladNetworkAnnotation, "true")}, want: "before"},
 		{name: "podbay-annotation-overrides-handler", handler: "runc-after", mods: []podMod{withAnnotation(podbayOrderAnnotation, "before")}, want: "before"},
+		{name: "oci-before", handler: "oci", want: "before"},
+		{name: "oci-after", handler: "oci-after", want: "after"},
+		{name: "vm-before", handler: "vm", want: "before"},
+		{name: "vm-after", handler: "vm-after", want: "after"},
+		{name: "vm-isulad-annotation-overrides-handler", handler: "vm-after", mods: []podMod{withAnnotation(isuladNetworkAnnotation, "true")}, want: "before"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,6 +89,12 @@ func TestNetworkOrder(t *testing.T) {
 					t.Errorf("order after: the ready pod's namespace has no eth0 with %s; interfaces: %s", ip, ifaceNames(now))
 				}
 			}
+			// The pod is really run by a shim for a vm handler, and not
+			// by one otherwise.
+			wantShim := strings.HasPrefix(wantHandler, "vm") || (suiteRuntimeType == "vm" && strings.HasPrefix(wantHandler, "runc"))
+			if pid := shimProcess(id); (pid != 0) != wantShim {
+				t.Errorf("handler %q: shim process for the pod: pid %d, want one: %v", wantHandler, pid, wantShim)
+			}
 			requirePing(t, ip)
 			e.stopPod(t, id)
 			e.removePod(t, id)
@@ -92,4 +112,14 @@ func ifaceNames(ifaces []nsinfo.Interface) string {
 		names = append(names, i.Name+"("+strings.Join(i.Addrs, ",")+")")
 	}
 	return "[" + strings.Join(names, " ") + "]"
+}
+
+// shimProcess is the pid of the shim v2 process serving pod id, or 0.
+func shimProcess(id string) int {
+	for _, p := range readProcs() {
+		if p.state != "Z" && strings.Contains(p.cmdline, "containerd-shim") && strings.Contains(p.cmdline, "-id "+id) {
+			return p.pid
+		}
+	}
+	return 0
 }
