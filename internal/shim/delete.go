@@ -50,6 +50,10 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 // deletePod deletes the sandbox container sb and with it the pod.
 func (r *Runtime) deletePod(ctx context.Context, sb *container) error {
 	p := sb.pod
+	// Delete does all a release would; one under way finishes first.
+	p.releaseMu.Lock()
+	p.released = true
+	p.releaseMu.Unlock()
 	r.mu.Lock()
 	var others []*container
 	for _, c := range r.containers {

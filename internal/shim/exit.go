@@ -68,6 +68,10 @@ func (r *Runtime) watchExit(c *container) {
 					awaitExitEvent(c)
 				}
 				r.recordExit(ctx, c, st)
+				// The pod's last task to exit gives its shim back.
+				rctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+				r.releaseIfDone(rctx, c.pod)
+				cancel()
 				return
 			case ctx.Err() != nil:
 				return

@@ -506,6 +506,10 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	if exit, ok, _ := r.Exited(pod); !ok || exit.Code != 137 {
 		t.Errorf("sandbox Exited = %+v, %v", exit, ok)
 	}
+	// Its last task stopped: the pod's shim is given back at once.
+	if shims := shimsOf(pod); len(shims) != 0 {
+		t.Errorf("shim still running after the pod's last task stopped: %v", shims)
+	}
 	if err := r.Delete(ctx, pod); err != nil {
 		t.Fatalf("Delete sandbox: %v", err)
 	}
@@ -514,6 +518,72 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	}
 	if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("shim socket after Delete: %v", err)
+	}
+}
+
+// TestIntegrationStoppedPodReleasesShim: the shim stays while any task of
+// the pod runs, and is shut down when the last one exits, whatever the
+// order; the stopped pod's records answer until Delete.
+func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := e.rt
+
+	pod := e.startPod(ctx, r, "release")
+	id, opts := e.newContainer(pod, "late", nil, "sh", "-c", "sleep 2")
+	e.create(ctx, r, opts)
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox first (as when the pause process dies): a task still
+	// runs, so the shim stays.
+	if err := r.Stop(ctx, pod, 0, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if shims := shimsOf(pod); len(shims) != 1 {
+		t.Fatalf("shims of the pod while a container runs: %v, want one", shims)
+	}
+	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusRunning {
+		t.Fatalf("container State with the sandbox stopped = %+v, %v", st, err)
+	}
+	// The container exits on its own: the exit watcher releases the shim.
+	if st, err := r.Wait(ctx, id); err != nil || st.Code != 0 {
+		t.Fatalf("Wait = %+v, %v", st, err)
+	}
+	waitFor(10*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
+	if shims := shimsOf(pod); len(shims) != 0 {
+		t.Fatalf("shim still running after the pod's last task exited: %v", shims)
+	}
+	if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("released shim's socket: %v", err)
+	}
+	for _, cid := range []string{pod, id} {
+		if st, err := r.State(ctx, cid); err != nil || st.Status != oci.StatusStopped {
+			t.Errorf("State of %s after the release = %+v, %v", cid, st, err)
+		}
+		if _, ok, err := r.Exited(cid); !ok || err != nil {
+			t.Errorf("Exited of %s after the release = %v, %v", cid, ok, err)
+		}
+	}
+	if err := r.Start(ctx, id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Start in a released pod = %v, want ErrFailedPrecondition", err)
+	}
+	// A restarted Runtime finds the stopped pod as it was.
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r2 := e.newRuntime()
+	for _, cid := range []string{pod, id} {
+		if _, ok, err := r2.Exited(cid); !ok || err != nil {
+			t.Errorf("Exited of %s after the restart = %v, %v", cid, ok, err)
+		}
+	}
+	if err := r2.Delete(ctx, id); err != nil {
+		t.Errorf("Delete container of a released pod: %v", err)
+	}
+	if err := r2.Delete(ctx, pod); err != nil {
+		t.Errorf("Delete released pod: %v", err)
 	}
 }
 

@@ -60,6 +60,11 @@ type pod struct {
 	// stopping is set when podbay shuts the shim down: its exit is
 	// expected.
 	stopping atomic.Bool
+
+	// releaseMu serialises releaseIfDone; released is set once every
+	// task of the stopped pod is deleted and the shim is being shut down.
+	releaseMu sync.Mutex
+	released  bool // guarded by releaseMu
 }
 
 func (r *Runtime) newPod(id, bundle string) *pod {

@@ -19,8 +19,9 @@ import (
 //
 // Stop is idempotent: a stopped container and an unknown ID are not
 // errors. When it returns nil the exit has been recorded (Exited reports
-// it).
-func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error {
+// it), and when that was the pod's last running task, the pod's shim has
+// been released (releaseIfDone).
+func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) (retErr error) {
 	c, err := r.lookup(id)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -32,8 +33,15 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 		sig = syscall.SIGTERM
 	}
 	if _, ok := c.exitStatus(); ok {
+		r.releaseIfDone(ctx, c.pod)
 		return nil
 	}
+	// A stopped pod's shim is given back as soon as its last task exits.
+	defer func() {
+		if retErr == nil {
+			r.releaseIfDone(ctx, c.pod)
+		}
+	}()
 	if timeout > 0 {
 		if err := r.kill(ctx, c, sig, false); err != nil {
 			return fmt.Errorf("stop container %s: %w", id, err)
