@@ -452,6 +452,13 @@ log "running critest${CRITEST_ARGS:+ $CRITEST_ARGS}; log in $critest_log"
 critest_rc=0
 (cd "$tmp" && "$bin/critest" "${args[@]}") 2>&1 | tee "$critest_log" || critest_rc=$?
 log "critest exited with status $critest_rc"
+if [ "$vm" -eq 1 ]; then
+	# Proof that the pods went through the shim, not conmon.
+	shims=$(grep -c 'msg="shim started"' "$daemon_log" || true)
+	conmons=$(grep -c 'msg="pod sandbox ready"' "$daemon_log" || true)
+	log "pods started through containerd-shim-runc-v2: $shims (pods made ready: $conmons)"
+	[ "$shims" -gt 0 ] || die "no pod was started through the shim"
+fi
 
 [ -f "$report" ] || die "critest wrote no report ($report)"
 allow=()

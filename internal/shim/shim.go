@@ -242,7 +242,7 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle string) (_ *pod, ret
 	if err := writeRecord(filepath.Join(p.dir, podFile), p.record()); err != nil {
 		return nil, err
 	}
-	log.G(ctx).Debug("shim started", "pod", id, "address", address, "shim_pid", p.proc.pid)
+	log.G(ctx).Info("shim started", "pod", id, "address", address, "shim_pid", p.proc.pid)
 	return p, nil
 }
 
