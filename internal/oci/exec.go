@@ -332,8 +332,8 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	outW.Close()
 	errW.Close()
 
-	stdout := &cappedBuffer{max: MaxExecOutput}
-	stderr := &cappedBuffer{max: MaxExecOutput}
+	stdout := NewCappedBuffer(MaxExecOutput)
+	stderr := NewCappedBuffer(MaxExecOutput)
 	copies := []*outputCopy{copyOutput(stdout, outR), copyOutput(stderr, errR)}
 	// Whatever happens below, the readers are stopped before returning.
 	defer func() {

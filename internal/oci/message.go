@@ -121,16 +121,19 @@ func truncateMiddle(s string, n int) string {
 	return head + ellipsis + tail
 }
 
-// cappedBuffer is an io.Writer that keeps the first max bytes written to it
+// CappedBuffer is an io.Writer that keeps the first max bytes written to it
 // and discards the rest, so a runaway child cannot grow the daemon. It
 // never fails a write: a child blocked on a full pipe would hang.
-type cappedBuffer struct {
+type CappedBuffer struct {
 	max       int
 	buf       []byte
 	truncated bool // bytes were discarded
 }
 
-func (b *cappedBuffer) Write(p []byte) (int, error) {
+// NewCappedBuffer returns a CappedBuffer that keeps max bytes.
+func NewCappedBuffer(max int) *CappedBuffer { return &CappedBuffer{max: max} }
+
+func (b *CappedBuffer) Write(p []byte) (int, error) {
 	room := b.max - len(b.buf)
 	if room > 0 {
 		b.buf = append(b.buf, p[:min(room, len(p))]...)
@@ -141,7 +144,8 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *cappedBuffer) Bytes() []byte { return b.buf }
+// Bytes returns what was kept.
+func (b *CappedBuffer) Bytes() []byte { return b.buf }
 
 // Truncated reports whether anything was discarded.
-func (b *cappedBuffer) Truncated() bool { return b.truncated }
+func (b *CappedBuffer) Truncated() bool { return b.truncated }

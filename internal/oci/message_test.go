@@ -91,7 +91,7 @@ func TestTruncateMiddle(t *testing.T) {
 }
 
 func TestCappedBuffer(t *testing.T) {
-	b := cappedBuffer{max: 5}
+	b := NewCappedBuffer(5)
 	for _, s := range []string{"abc", "de"} {
 		if n, err := b.Write([]byte(s)); n != len(s) || err != nil {
 			t.Fatalf("Write = (%d, %v)", n, err)
@@ -111,7 +111,7 @@ func TestCappedBuffer(t *testing.T) {
 	if !b.Truncated() {
 		t.Error("not Truncated after writing past max")
 	}
-	var empty cappedBuffer
+	var empty CappedBuffer
 	_, _ = empty.Write(nil)
 	if empty.Truncated() {
 		t.Error("empty write truncated")

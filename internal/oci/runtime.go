@@ -226,9 +226,8 @@ func (r *Runtime) runtimeCmdInput(ctx context.Context, stdin []byte, op string, 
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
-	var stdout, stderr cappedBuffer
-	stdout.max, stderr.max = 1<<20, 64<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := NewCappedBuffer(1<<20), NewCappedBuffer(64<<10)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A signal to the daemon's process group (Ctrl-C on a terminal) must
 	// not interrupt a runtime half way through a state change.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -49,13 +49,13 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions)
 	}
 	defer e.close(ctx)
 
-	stdout := &cappedBuffer{max: oci.MaxExecOutput}
-	stderr := &cappedBuffer{max: oci.MaxExecOutput}
+	stdout := oci.NewCappedBuffer(oci.MaxExecOutput)
+	stderr := oci.NewCappedBuffer(oci.MaxExecOutput)
 	outs := []*output{copyTo(stdout, e.fifos.stdout), copyTo(stderr, e.fifos.stderr)}
 	result := func(code int32, timedOut bool) oci.ExecResult {
 		return oci.ExecResult{
-			Stdout: stdout.buf, StdoutTruncated: stdout.truncated,
-			Stderr: stderr.buf, StderrTruncated: stderr.truncated,
+			Stdout: stdout.Bytes(), StdoutTruncated: stdout.Truncated(),
+			Stderr: stderr.Bytes(), StderrTruncated: stderr.Truncated(),
 			ExitCode: code, TimedOut: timedOut,
 		}
 	}
@@ -422,23 +422,4 @@ func writerOrDiscard(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
-}
-
-// cappedBuffer keeps the first max bytes written to it and discards the
-// rest; it never fails a write.
-type cappedBuffer struct {
-	max       int
-	buf       []byte
-	truncated bool
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	room := b.max - len(b.buf)
-	if room > 0 {
-		b.buf = append(b.buf, p[:min(room, len(p))]...)
-	}
-	if len(p) > room {
-		b.truncated = true
-	}
-	return len(p), nil
 }
