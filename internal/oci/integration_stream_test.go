@@ -173,6 +173,10 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 			}
 		}
 
+		// Typed after the prompt: input typed ahead is echoed by the
+		// terminal before the shell takes it over, which under load can
+		// interleave with the shell's own output.
+		waitOutput(t, &out, "/ # ", nil)
 		send("[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all-$((3*4))-terminals")
 		// ONLCR: the terminal turns the newline into CR LF.
 		waitOutput(t, &out, "all-12-terminals\r\n", nil)
