@@ -18,11 +18,11 @@ type cgroupMount struct {
 	cpuset bool   // a v1 hierarchy with the cpuset controller
 }
 
-// moveToCgroup moves pid into the cgroup at path (relative to each
+// MoveToCgroup moves pid into the cgroup at path (relative to each
 // hierarchy's root) in every mounted cgroup hierarchy, v1 and v2, creating
 // directories where missing. New v1 cpuset cgroups get their parent's
 // cpus and mems, without which no process may join them.
-func moveToCgroup(pid int, path string) error {
+func MoveToCgroup(pid int, path string) error {
 	rel := filepath.Clean("/" + path)
 	if rel == "/" {
 		return fmt.Errorf("cgroup path %q names the root", path)

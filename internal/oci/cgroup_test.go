@@ -39,8 +39,8 @@ malformed line
 
 func TestMoveToCgroupRejectsRoot(t *testing.T) {
 	for _, p := range []string{"/", "", "/.."} {
-		if err := moveToCgroup(1, p); err == nil {
-			t.Errorf("moveToCgroup(%q) accepted the root cgroup", p)
+		if err := MoveToCgroup(1, p); err == nil {
+			t.Errorf("MoveToCgroup(%q) accepted the root cgroup", p)
 		}
 	}
 }

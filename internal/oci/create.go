@@ -195,7 +195,7 @@ func (r *Runtime) startConmon(ctx context.Context, opts CreateOptions) (syncPipe
 	startR.Close()
 
 	if opts.ConmonCgroup != "" {
-		if err := moveToCgroup(cmd.Process.Pid, opts.ConmonCgroup); err != nil {
+		if err := MoveToCgroup(cmd.Process.Pid, opts.ConmonCgroup); err != nil {
 			return abort(fmt.Errorf("move conmon to cgroup %s: %w", opts.ConmonCgroup, err))
 		}
 	}

@@ -43,7 +43,9 @@ func podOf(id string, annotations map[string]string) string {
 // config.json, whose root.path is the mounted root filesystem; no mounts
 // are handed to the shim. The container's stdio are FIFOs podbay makes;
 // it copies stdout and stderr to opts.LogPath in the CRI format ("":
-// discarded). opts.ConmonCgroup does not apply: the shim places itself.
+// discarded). opts.ConmonCgroup, when set, is the cgroup the pod's shim is
+// moved into once started (as conmon is), so that it survives a restart
+// of a daemon whose service manager kills the daemon's cgroup.
 //
 // An ID that is known is rejected with ErrAlreadyExists. On failure
 // nothing is left: the task, the shim it started, the FIFOs and the log
@@ -130,7 +132,7 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 	})
 
 	if podID == id {
-		if p, err = r.startShim(ctx, id, opts.BundleDir); err != nil {
+		if p, err = r.startShim(ctx, id, opts.BundleDir, opts.ConmonCgroup); err != nil {
 			return 0, fmt.Errorf("create container %s: %w", id, err)
 		}
 		defer onError(ctx, &retErr, "stop shim", func(ctx context.Context) error {

@@ -39,7 +39,9 @@ const (
 	busyboxPath = "/bin/busybox"
 	// testCgroupParent holds the containers' cgroups (cgroupfs driver).
 	testCgroupParent = "/podbay-shim-test"
-	testNamespace    = "podbaytest"
+	// shimCgroup is where the pods' shims are moved (CreateOptions.ConmonCgroup).
+	shimCgroup    = testCgroupParent + "/shims"
+	testNamespace = "podbaytest"
 )
 
 // The server's interface, which Runtime must satisfy.
@@ -186,7 +188,7 @@ func (e *testEnv) startPod(ctx context.Context, r *Runtime, name string) string 
 	e.t.Helper()
 	id := e.newID(name)
 	e.pods = append(e.pods, id)
-	e.create(ctx, r, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, id, nil, "sleep", "1000")})
+	e.create(ctx, r, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, id, nil, "sleep", "1000"), ConmonCgroup: shimCgroup})
 	if err := r.Start(ctx, id); err != nil {
 		e.t.Fatalf("Start sandbox %s: %v", id, err)
 	}
@@ -247,6 +249,7 @@ func (e *testEnv) cleanup() {
 	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
 		removeCgroup(testCgroupParent + "/" + id)
 	}
+	removeCgroup(shimCgroup)
 	removeCgroup(testCgroupParent)
 }
 
@@ -431,6 +434,10 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	}
 	if shims := shimsOf(id); len(shims) != 0 {
 		t.Errorf("the container has a shim of its own: %v", shims)
+	}
+	// The shim lives in the cgroup it was given, not the daemon's.
+	if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sbState.MonitorPid)); err != nil || !strings.Contains(string(cg), ":"+shimCgroup+"\n") {
+		t.Errorf("shim's cgroups (%v):\n%s\nwant %s", err, cg, shimCgroup)
 	}
 	if _, err := r.Create(ctx, opts); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Errorf("second Create = %v, want ErrAlreadyExists", err)

@@ -194,7 +194,7 @@ func (p *pod) shimPid() int {
 // startShim runs the shim's start command in the sandbox bundle, connects
 // to the shim it started and records it. On failure nothing is left: the
 // shim, if one started, is shut down.
-func (r *Runtime) startShim(ctx context.Context, id, bundle string) (_ *pod, retErr error) {
+func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string) (_ *pod, retErr error) {
 	p := r.newPod(id, bundle)
 	if err := os.RemoveAll(p.dir); err != nil {
 		return nil, err
@@ -238,6 +238,12 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle string) (_ *pod, ret
 	p.mu.Unlock()
 	if err := r.connect(ctx, p); err != nil {
 		return nil, fmt.Errorf("connect to shim at %s: %w", address, err)
+	}
+	// Before any task: what the shim starts from now on is born there.
+	if cgroup != "" {
+		if err := oci.MoveToCgroup(p.proc.pid, cgroup); err != nil {
+			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.pid, cgroup, err)
+		}
 	}
 	if err := writeRecord(filepath.Join(p.dir, podFile), p.record()); err != nil {
 		return nil, err
