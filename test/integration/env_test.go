@@ -243,6 +243,9 @@ func (e *env) daemonConfig() string {
 			h.typ = suiteRuntimeType
 		}
 		if h.typ == "vm" {
+			if _, err := os.Stat(shimPath()); err != nil {
+				e.t.Fatalf("a vm handler needs containerd-shim-runc-v2 (Debian package containerd; make deps-test installs it): %v", err)
+			}
 			// The shim runs the same wrapper as the oci handlers, with its
 			// runc state kept inside the env.
 			fmt.Fprintf(&b, "type = \"vm\"\npath = %q\n", shimPath())
