@@ -46,8 +46,15 @@ var pushedImages = []string{"busybox", "user-uid", "user-name", "config"}
 // daemon may pull from it, and the daemon, then pulls the named images.
 func newContainerEnv(t *testing.T, pull ...string) (*env, testImages) {
 	t.Helper()
+	return newContainerEnvWith(t, envOptions{}, pull...)
+}
+
+// newContainerEnvWith is newContainerEnv with more env options.
+func newContainerEnvWith(t *testing.T, opts envOptions, pull ...string) (*env, testImages) {
+	t.Helper()
 	r := startRegistry(t, testimage.Options{})
-	e := newEnv(t, envOptions{registries: insecureRegistry(r.Addr())})
+	opts.registries = insecureRegistry(r.Addr())
+	e := newEnv(t, opts)
 	for _, name := range pushedImages {
 		push(t, r, defaultSpec(t, "test", name))
 	}

@@ -46,6 +46,11 @@ type envOptions struct {
 type handlerOptions struct {
 	order string // network_order; "" = not set
 	typ   string // "oci" or "vm"; "" = the suite's (suiteRuntimeType)
+	// defaultAnnotations leaves pod_annotations and
+	// container_annotations unset (the handler type's default); else
+	// the env lets every annotation through, so that both suites see
+	// the same specs.
+	defaultAnnotations bool
 }
 
 // suiteRuntimeType is the type of the env's "runc" handler, and of every
@@ -251,7 +256,9 @@ func (e *env) daemonConfig() string {
 			fmt.Fprintf(&b, "type = \"vm\"\npath = %q\n", shimPath())
 			fmt.Fprintf(&b, "runtime_path = %q\n", e.runtimePath)
 			fmt.Fprintf(&b, "runtime_root = %q\n", filepath.Join(e.stateDir, "shim-runc", name))
-			fmt.Fprintf(&b, "pod_annotations = [\"*\"]\ncontainer_annotations = [\"*\"]\n")
+			if !h.defaultAnnotations {
+				fmt.Fprintf(&b, "pod_annotations = [\"*\"]\ncontainer_annotations = [\"*\"]\n")
+			}
 		} else {
 			fmt.Fprintf(&b, "path = %q\n", e.runtimePath)
 		}
