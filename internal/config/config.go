@@ -70,8 +70,8 @@ type Config struct {
 	PauseBinary string `toml:"pause_binary"`
 	// DefaultRuntime is the handler used when a pod names none.
 	DefaultRuntime string `toml:"default_runtime"`
-	// SandboxTimeout bounds RunPodSandbox's work once the client has gone,
-	// as a Go duration.
+	// SandboxTimeout bounds the work of a RunPodSandbox or CreateContainer
+	// once its client has gone, as a Go duration.
 	SandboxTimeout Duration `toml:"sandbox_timeout"`
 	// StreamAddress is the IP address the streaming server (the sessions
 	// of Exec, Attach and PortForward) listens on, and names in the URLs

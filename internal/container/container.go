@@ -133,40 +133,117 @@ func (c *Container) Update(fn func(*Record)) Record {
 }
 
 // Index is the in-memory set of containers and the reservation of their
-// names. Its lock guards its maps only.
+// names. Its lock guards its maps only; it never does I/O.
 type Index struct {
 	mu    sync.RWMutex
 	byID  map[string]*Container // guarded by mu
-	names map[string]string     // name → id, reserved or published; guarded by mu
+	names map[string]string     // name → id of a published container; guarded by mu
+	// pending holds names reserved by a CreateContainer in progress.
+	pending map[string]*Pending // guarded by mu
+	// parked holds the IDs of containers whose requester gave up before
+	// they were made; the kubelet's retry takes them. Guarded by mu.
+	parked map[string]bool
+}
+
+// Pending is a name reservation held by a CreateContainer in progress.
+// Done is closed when it ends; then ID is set if it made a container, else
+// Err.
+type Pending struct {
+	Done chan struct{}
+	ID   string
+	Err  error
+
+	// abandoned is set when the requester gave up; the container is then
+	// parked when it is published. Guarded by the index's mu.
+	abandoned bool
+	c         *Container
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{byID: map[string]*Container{}, names: map[string]string{}}
-}
-
-// Reserve claims name for id. A name held by another container is
-// ErrAlreadyExists naming the holder.
-func (x *Index) Reserve(name, id string) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if holder, ok := x.names[name]; ok {
-		return fmt.Errorf("container name %q is reserved for %s: %w", name, holder, errdefs.ErrAlreadyExists)
-	}
-	x.names[name] = id
-	return nil
-}
-
-// Release frees a name reserved by a CreateContainer that failed.
-func (x *Index) Release(name, id string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.names[name] == id {
-		delete(x.names, name)
+	return &Index{
+		byID:    map[string]*Container{},
+		names:   map[string]string{},
+		pending: map[string]*Pending{},
+		parked:  map[string]bool{},
 	}
 }
 
-// Add publishes a container under its (reserved) name.
+// ErrNameReserved is wrapped when a name is taken by a published container.
+var ErrNameReserved = fmt.Errorf("name is reserved: %w", errdefs.ErrAlreadyExists)
+
+// Reserve claims name for a new CreateContainer. If another request holds
+// it, Reserve returns that request's Pending (and no reservation) so that
+// the caller can wait for it; if a published container holds it, the
+// container.
+func (x *Index) Reserve(name string) (mine, other *Pending, existing *Container) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p, ok := x.pending[name]; ok {
+		return nil, p, nil
+	}
+	if id, ok := x.names[name]; ok {
+		return nil, nil, x.byID[id]
+	}
+	p := &Pending{Done: make(chan struct{})}
+	x.pending[name] = p
+	return p, nil, nil
+}
+
+// Finish ends a reservation. On success c is published under name, and
+// parked if its requester already gave up; on failure the name is
+// released.
+func (x *Index) Finish(name string, p *Pending, c *Container, err error) {
+	x.mu.Lock()
+	delete(x.pending, name)
+	if err == nil && c != nil {
+		x.byID[c.ID] = c
+		x.names[name] = c.ID
+		p.ID = c.ID
+		p.c = c
+		if p.abandoned {
+			x.parked[c.ID] = true
+		}
+	}
+	p.Err = err
+	x.mu.Unlock()
+	close(p.Done)
+}
+
+// Abandon records that the requester of p gave up (its deadline expired):
+// the container, once made, waits parked for the kubelet's retry.
+func (x *Index) Abandon(p *Pending) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	p.abandoned = true
+	if p.c != nil && x.byID[p.c.ID] == p.c {
+		x.parked[p.c.ID] = true
+	}
+}
+
+// Take hands the finished result of p to a request that waited for it: the
+// container is no longer parked for anyone else.
+func (x *Index) Take(p *Pending) (string, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p.Err != nil {
+		return "", p.Err
+	}
+	delete(x.parked, p.ID)
+	return p.ID, nil
+}
+
+// TakeParked hands a parked container to a retry and reports whether it
+// was parked.
+func (x *Index) TakeParked(c *Container) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	was := x.parked[c.ID]
+	delete(x.parked, c.ID)
+	return was
+}
+
+// Add publishes a container (recovery at start-up).
 func (x *Index) Add(c *Container) {
 	rec := c.Record()
 	x.mu.Lock()
@@ -181,6 +258,7 @@ func (x *Index) Delete(c *Container) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.byID, c.ID)
+	delete(x.parked, c.ID)
 	if x.names[rec.Name] == c.ID {
 		delete(x.names, rec.Name)
 	}

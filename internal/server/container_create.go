@@ -21,8 +21,15 @@ import (
 
 // CreateContainer creates a container in a ready pod: its own overlay root
 // filesystem from the image, the OCI spec joining the pod's namespaces
-// (network = the sandbox key), and the runtime's container under conmon,
-// which writes the CRI log. The container is not started.
+// (network = the sandbox key), and the runtime's container (under conmon,
+// or in the pod's shim), whose output goes to the CRI log. The container
+// is not started.
+//
+// As RunPodSandbox, the work runs detached from the client's
+// cancellation: if the kubelet's deadline expires first (a VM runtime can
+// take long to hot-plug a container), the container is finished anyway and
+// parked, and the kubelet's retry with the same metadata gets it instead
+// of a "name is reserved" error.
 func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
 	cfg := req.GetConfig()
 	if err := validateContainerConfig(cfg); err != nil {
@@ -32,6 +39,71 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	if err != nil {
 		return nil, err
 	}
+	name := containerName(cfg.GetMetadata(), sb.Record().Metadata)
+	ctx = log.With(ctx, "containerName", name)
+
+	mine, other, existing := s.containers.Reserve(name)
+	switch {
+	case existing != nil:
+		if s.containers.TakeParked(existing) {
+			log.G(ctx).Info("returning container finished after an earlier request gave up", "container", existing.ID)
+			return &runtimeapi.CreateContainerResponse{ContainerId: existing.ID}, nil
+		}
+		return nil, fmt.Errorf("container %s is held by %s: %w", name, existing.ID, container.ErrNameReserved)
+	case other != nil:
+		// A request with the same name is still at work: the kubelet
+		// retried after its deadline. Wait for that one's result.
+		select {
+		case <-other.Done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		id, err := s.containers.Take(other)
+		if err != nil {
+			return nil, fmt.Errorf("earlier attempt to create %s failed: %w", name, err)
+		}
+		return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+	}
+
+	type result struct {
+		c   *container.Container
+		err error
+	}
+	done := make(chan result, 1)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.cfg.SandboxTimeout))
+		defer cancel()
+		// A daemon shutting down abandons the work; its rollback still runs.
+		stop := context.AfterFunc(s.ctx, cancel)
+		defer stop()
+		c, err := s.createInPod(work, sb, name, req)
+		s.containers.Finish(name, mine, c, err)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if ctx.Err() != nil {
+			// Finished as the client gave up: it will not see the answer.
+			s.containers.Abandon(mine)
+			return nil, ctx.Err()
+		}
+		return &runtimeapi.CreateContainerResponse{ContainerId: r.c.ID}, nil
+	case <-ctx.Done():
+		// The work goes on; its container waits parked for the retry.
+		s.containers.Abandon(mine)
+		log.G(ctx).Info("client gave up; the container will be parked for the retry")
+		return nil, ctx.Err()
+	}
+}
+
+// createInPod does CreateContainer's work in pod sb, which must be ready
+// and stays so meanwhile.
+func (s *Server) createInPod(ctx context.Context, sb *sandbox.Sandbox, name string, req *runtimeapi.CreateContainerRequest) (*container.Container, error) {
 	// Read-locked for the whole create: StopPodSandbox takes the write
 	// lock, so no container appears in a pod that is stopping.
 	sb.StopMu.RLock()
@@ -47,23 +119,12 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 			return nil, fmt.Errorf("decode sandbox config: %w", err)
 		}
 	}
-
 	id, err := newID()
 	if err != nil {
 		return nil, err
 	}
-	name := containerName(cfg.GetMetadata(), sbRec.Metadata)
-	ctx = log.With(ctx, "container", id, "containerName", name)
-	if err := s.containers.Reserve(name, id); err != nil {
-		return nil, err
-	}
-	c, err := s.createContainer(ctx, id, name, sbRec, sbCfg, cfg)
-	if err != nil {
-		s.containers.Release(name, id)
-		return nil, err
-	}
-	s.containers.Add(c)
-	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+	ctx = log.With(ctx, "container", id)
+	return s.createContainer(ctx, id, name, sbRec, sbCfg, req.GetConfig())
 }
 
 func (s *Server) createContainer(ctx context.Context, id, name string, sbRec sandbox.Record, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (_ *container.Container, retErr error) {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,5 +58,70 @@ func TestRunPodSandboxDeadlineRetry(t *testing.T) {
 		t.Errorf("List %v, want exactly one sandbox", podIDs(pods))
 	}
 	e.stopAndRemove(t, id)
+	e.assertNoLeaks(t)
+}
+
+// TestCreateContainerDeadlineRetry: the kubelet gives up on a slow
+// CreateContainer (a VM runtime hot-plugging a container can be slow) and
+// retries; the retry gets the container the first request made, whether
+// that one is still at work or already done, not a "name is reserved"
+// error and not a second container.
+func TestCreateContainerDeadlineRetry(t *testing.T) {
+	e, images := newContainerEnv(t, "busybox")
+	pod := e.runTestPod(t, "slowctr")
+	e.restart("container.create=2*sleep(3s)")
+	cfg := containerConfig("slow", images.ref("busybox"), ctrCommand("sleep", "1000"))
+
+	giveUp := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := e.tryCreateContainer(ctx, pod, cfg); code(err) != codes.DeadlineExceeded {
+			t.Fatalf("CreateContainer with a 1s deadline: %v, want DeadlineExceeded", err)
+		}
+	}
+	onlyContainer := func(id string) {
+		t.Helper()
+		if got := e.listContainers(t, nil); len(got) != 1 || got[0].Id != id {
+			t.Errorf("containers %v, want exactly %s", containerIDs(got), short(id))
+		}
+	}
+
+	// The retry comes while the first attempt is still at work.
+	giveUp()
+	id, err := e.tryCreateContainer(rpcCtx(t), pod, cfg)
+	if err != nil {
+		t.Fatalf("retry while the first attempt runs: %v", err)
+	}
+	onlyContainer(id)
+	// A duplicate now, which the kubelet never sends, makes nothing.
+	if id2, err := e.tryCreateContainer(rpcCtx(t), pod, cfg); err == nil || code(err) != codes.AlreadyExists {
+		t.Errorf("a third CreateContainer: %s, %v; want AlreadyExists", short(id2), err)
+	}
+	onlyContainer(id)
+	e.startContainer(t, id)
+	e.waitContainerState(t, id, runtimeapi.ContainerState_CONTAINER_RUNNING, containerStateTimeout)
+	e.stopContainer(t, id, 0)
+	e.removeContainer(t, id)
+
+	// The retry comes after the first attempt finished: it was parked.
+	giveUp()
+	var parked string
+	if err := eventually(10*time.Second, func() error {
+		got := e.listContainers(t, nil)
+		if len(got) != 1 {
+			return fmt.Errorf("containers %v", containerIDs(got))
+		}
+		parked = got[0].Id
+		return nil
+	}); err != nil {
+		t.Fatalf("the abandoned attempt made no container: %v", err)
+	}
+	if id, err := e.tryCreateContainer(rpcCtx(t), pod, cfg); err != nil || id != parked {
+		t.Errorf("retry after the first attempt finished: %s, %v; want the parked %s", short(id), err, short(parked))
+	}
+	onlyContainer(parked)
+
+	e.stopAndRemove(t, pod.id)
 	e.assertNoLeaks(t)
 }
