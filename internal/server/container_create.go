@@ -65,40 +65,17 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 	}
 
-	type result struct {
-		c   *container.Container
-		err error
+	c, err := detach(s, ctx,
+		func(work context.Context) (*container.Container, error) {
+			c, err := s.createInPod(work, sb, name, req)
+			s.containers.Finish(name, mine, c, err)
+			return c, err
+		},
+		func() { s.containers.Abandon(mine) })
+	if err != nil {
+		return nil, err
 	}
-	done := make(chan result, 1)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.cfg.SandboxTimeout))
-		defer cancel()
-		// A daemon shutting down abandons the work; its rollback still runs.
-		stop := context.AfterFunc(s.ctx, cancel)
-		defer stop()
-		c, err := s.createInPod(work, sb, name, req)
-		s.containers.Finish(name, mine, c, err)
-		done <- result{c, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return nil, r.err
-		}
-		if ctx.Err() != nil {
-			// Finished as the client gave up: it will not see the answer.
-			s.containers.Abandon(mine)
-			return nil, ctx.Err()
-		}
-		return &runtimeapi.CreateContainerResponse{ContainerId: r.c.ID}, nil
-	case <-ctx.Done():
-		// The work goes on; its container waits parked for the retry.
-		s.containers.Abandon(mine)
-		log.G(ctx).Info("client gave up; the container will be parked for the retry")
-		return nil, ctx.Err()
-	}
+	return &runtimeapi.CreateContainerResponse{ContainerId: c.ID}, nil
 }
 
 // createInPod does CreateContainer's work in pod sb, which must be ready

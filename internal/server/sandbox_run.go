@@ -77,39 +77,58 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 	}
 
+	sb, err := detach(s, ctx,
+		func(work context.Context) (*sandbox.Sandbox, error) {
+			sb, err := s.runPodSandbox(work, name, handler, rt, cfg)
+			s.index.Finish(name, mine, sb, err)
+			return sb, err
+		},
+		func() { s.index.Abandon(mine) })
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.ID}, nil
+}
+
+// detach runs the work of a request whose name is reserved detached from
+// its client's cancellation, bounded by sandbox_timeout and the daemon's
+// life, and returns its result. When the client gives up first (the
+// kubelet's deadline), abandon is called, so that what the work makes is
+// parked for the kubelet's retry, and the client's error is returned; the
+// work goes on. work publishes its result (or releases the name) itself.
+func detach[T any](s *Server, ctx context.Context, work func(context.Context) (T, error), abandon func()) (T, error) {
 	type result struct {
-		sb  *sandbox.Sandbox
+		v   T
 		err error
 	}
+	var zero T
 	done := make(chan result, 1)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.cfg.SandboxTimeout))
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.cfg.SandboxTimeout))
 		defer cancel()
 		// A daemon shutting down abandons the work; its rollback still runs.
 		stop := context.AfterFunc(s.ctx, cancel)
 		defer stop()
-		sb, err := s.runPodSandbox(work, name, handler, rt, cfg)
-		s.index.Finish(name, mine, sb, err)
-		done <- result{sb, err}
+		v, err := work(wctx)
+		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, r.err
+			return zero, r.err
 		}
 		if ctx.Err() != nil {
 			// Finished as the client gave up: it will not see the answer.
-			s.index.Abandon(mine)
-			return nil, ctx.Err()
+			abandon()
+			return zero, ctx.Err()
 		}
-		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: r.sb.ID}, nil
+		return r.v, nil
 	case <-ctx.Done():
-		// The work goes on; its sandbox waits parked for the retry.
-		s.index.Abandon(mine)
-		log.G(ctx).Info("client gave up; the sandbox will be parked for the retry")
-		return nil, ctx.Err()
+		abandon()
+		log.G(ctx).Info("client gave up; the result will be parked for the retry")
+		return zero, ctx.Err()
 	}
 }
 
