@@ -32,10 +32,11 @@ type TaskStatsRuntime interface {
 	TaskStats(ctx context.Context, id string) (*cgroups.Stats, error)
 }
 
-// statsCache keeps each cgroup's previous sample, for CPU rates.
+// statsCache keeps each cgroup's (or runtime task's) previous sample, for
+// CPU rates.
 type statsCache struct {
 	mu   sync.Mutex
-	prev map[string]*cgroups.Stats // by cgroup path; guarded by mu
+	prev map[string]*cgroups.Stats // by cgroup path, or "task:"+ID; guarded by mu
 }
 
 // sample reads path and returns it with the CPU rate since the previous
@@ -54,24 +55,23 @@ func (s *Server) rate(key string, read func() (*cgroups.Stats, error)) (*cgroups
 	if err != nil {
 		return nil, 0, err
 	}
-	path := key
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
 	if s.stats.prev == nil {
 		s.stats.prev = map[string]*cgroups.Stats{}
 	}
 	var rate uint64
-	if prev := s.stats.prev[path]; prev != nil {
+	if prev := s.stats.prev[key]; prev != nil {
 		rate = cgroups.UsageNanoCores(prev, cur)
 	}
-	s.stats.prev[path] = cur
+	s.stats.prev[key] = cur
 	return cur, rate, nil
 }
 
-func (s *Server) forgetStats(path string) {
+func (s *Server) forgetStats(key string) {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
-	delete(s.stats.prev, path)
+	delete(s.stats.prev, key)
 }
 
 func (s *Server) oomKilled(cgroupPath string) bool {
