@@ -30,7 +30,10 @@ func (e *env) start(failpoints string) {
 		e.t.Fatal(err)
 	}
 	fmt.Fprintf(logf, "=== harness: start podbayd PODBAY_FAILPOINTS=%q at %s\n", failpoints, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(bin("podbayd"), "--config", e.configPath, "--log-level", "debug")
+	// A fresh metrics port at every start: while a killed daemon was down,
+	// another test process may have been given its port.
+	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(e.t))
+	cmd := exec.Command(bin("podbayd"), "--config", e.configPath, "--log-level", "debug", "--metrics-address", e.metricsAddr)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PODBAY_FAILPOINTS=" + failpoints}
 	for _, kv := range os.Environ() {
