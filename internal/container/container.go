@@ -6,11 +6,10 @@ package container
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/podbay/podbay/internal/byid"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -274,39 +273,16 @@ func (x *Index) Has(id string) bool {
 
 // Get finds a container by full ID or unique ID prefix.
 func (x *Index) Get(idOrPrefix string) (*Container, error) {
-	if idOrPrefix == "" {
-		return nil, fmt.Errorf("empty container id: %w", errdefs.ErrInvalidArgument)
-	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if c, ok := x.byID[idOrPrefix]; ok {
-		return c, nil
-	}
-	var found *Container
-	for id, c := range x.byID {
-		if strings.HasPrefix(id, idOrPrefix) {
-			if found != nil {
-				return nil, fmt.Errorf("container id prefix %q is ambiguous: %w", idOrPrefix, errdefs.ErrInvalidArgument)
-			}
-			found = c
-		}
-	}
-	if found == nil {
-		return nil, fmt.Errorf("container %q: %w", idOrPrefix, errdefs.ErrNotFound)
-	}
-	return found, nil
+	return byid.Lookup(x.byID, idOrPrefix, "container")
 }
 
 // List returns all published containers ordered by ID.
 func (x *Index) List() []*Container {
 	x.mu.RLock()
-	out := make([]*Container, 0, len(x.byID))
-	for _, c := range x.byID {
-		out = append(out, c)
-	}
-	x.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	defer x.mu.RUnlock()
+	return byid.Sorted(x.byID)
 }
 
 // InSandbox returns the published containers of a sandbox.

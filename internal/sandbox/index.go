@@ -2,10 +2,9 @@ package sandbox
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 
+	"github.com/podbay/podbay/internal/byid"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -141,39 +140,16 @@ func (x *Index) Delete(sb *Sandbox) {
 
 // Get finds a sandbox by full ID or unique ID prefix.
 func (x *Index) Get(idOrPrefix string) (*Sandbox, error) {
-	if idOrPrefix == "" {
-		return nil, fmt.Errorf("empty sandbox id: %w", errdefs.ErrInvalidArgument)
-	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if sb, ok := x.byID[idOrPrefix]; ok {
-		return sb, nil
-	}
-	var found *Sandbox
-	for id, sb := range x.byID {
-		if strings.HasPrefix(id, idOrPrefix) {
-			if found != nil {
-				return nil, fmt.Errorf("sandbox id prefix %q is ambiguous: %w", idOrPrefix, errdefs.ErrInvalidArgument)
-			}
-			found = sb
-		}
-	}
-	if found == nil {
-		return nil, fmt.Errorf("sandbox %q: %w", idOrPrefix, errdefs.ErrNotFound)
-	}
-	return found, nil
+	return byid.Lookup(x.byID, idOrPrefix, "sandbox")
 }
 
 // List returns all published sandboxes ordered by ID.
 func (x *Index) List() []*Sandbox {
 	x.mu.RLock()
-	out := make([]*Sandbox, 0, len(x.byID))
-	for _, sb := range x.byID {
-		out = append(out, sb)
-	}
-	x.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	defer x.mu.RUnlock()
+	return byid.Sorted(x.byID)
 }
 
 // Has reports whether id is a published sandbox.
