@@ -11,6 +11,7 @@ import (
 
 	"github.com/podbay/podbay/internal/byid"
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/reserve"
 )
 
 // RecordVersion is the format version of persisted records.
@@ -137,35 +138,14 @@ type Index struct {
 	mu    sync.RWMutex
 	byID  map[string]*Container // guarded by mu
 	names map[string]string     // name → id of a published container; guarded by mu
-	// pending holds names reserved by a CreateContainer in progress.
-	pending map[string]*Pending // guarded by mu
-	// parked holds the IDs of containers whose requester gave up before
-	// they were made; the kubelet's retry takes them. Guarded by mu.
-	parked map[string]bool
-}
-
-// Pending is a name reservation held by a CreateContainer in progress.
-// Done is closed when it ends; then ID is set if it made a container, else
-// Err.
-type Pending struct {
-	Done chan struct{}
-	ID   string
-	Err  error
-
-	// abandoned is set when the requester gave up; the container is then
-	// parked when it is published. Guarded by the index's mu.
-	abandoned bool
-	c         *Container
+	// res holds names reserved by a CreateContainer at work and the
+	// containers parked for a retry; guarded by mu.
+	res reserve.Table
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{
-		byID:    map[string]*Container{},
-		names:   map[string]string{},
-		pending: map[string]*Pending{},
-		parked:  map[string]bool{},
-	}
+	return &Index{byID: map[string]*Container{}, names: map[string]string{}}
 }
 
 // ErrNameReserved is wrapped when a name is taken by a published container.
@@ -175,61 +155,48 @@ var ErrNameReserved = fmt.Errorf("name is reserved: %w", errdefs.ErrAlreadyExist
 // it, Reserve returns that request's Pending (and no reservation) so that
 // the caller can wait for it; if a published container holds it, the
 // container.
-func (x *Index) Reserve(name string) (mine, other *Pending, existing *Container) {
+func (x *Index) Reserve(name string) (mine, other *reserve.Pending, existing *Container) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if p, ok := x.pending[name]; ok {
+	if p := x.res.Pending(name); p != nil {
 		return nil, p, nil
 	}
 	if id, ok := x.names[name]; ok {
 		return nil, nil, x.byID[id]
 	}
-	p := &Pending{Done: make(chan struct{})}
-	x.pending[name] = p
-	return p, nil, nil
+	return x.res.Reserve(name), nil, nil
 }
 
 // Finish ends a reservation. On success c is published under name, and
 // parked if its requester already gave up; on failure the name is
 // released.
-func (x *Index) Finish(name string, p *Pending, c *Container, err error) {
+func (x *Index) Finish(name string, p *reserve.Pending, c *Container, err error) {
 	x.mu.Lock()
-	delete(x.pending, name)
+	id := ""
 	if err == nil && c != nil {
 		x.byID[c.ID] = c
 		x.names[name] = c.ID
-		p.ID = c.ID
-		p.c = c
-		if p.abandoned {
-			x.parked[c.ID] = true
-		}
+		id = c.ID
 	}
-	p.Err = err
+	x.res.Finish(name, p, id, err)
 	x.mu.Unlock()
 	close(p.Done)
 }
 
 // Abandon records that the requester of p gave up (its deadline expired):
 // the container, once made, waits parked for the kubelet's retry.
-func (x *Index) Abandon(p *Pending) {
+func (x *Index) Abandon(p *reserve.Pending) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	p.abandoned = true
-	if p.c != nil && x.byID[p.c.ID] == p.c {
-		x.parked[p.c.ID] = true
-	}
+	x.res.Abandon(p, x.byID[p.ID] != nil)
 }
 
 // Take hands the finished result of p to a request that waited for it: the
 // container is no longer parked for anyone else.
-func (x *Index) Take(p *Pending) (string, error) {
+func (x *Index) Take(p *reserve.Pending) (string, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if p.Err != nil {
-		return "", p.Err
-	}
-	delete(x.parked, p.ID)
-	return p.ID, nil
+	return x.res.Take(p)
 }
 
 // TakeParked hands a parked container to a retry and reports whether it
@@ -237,9 +204,7 @@ func (x *Index) Take(p *Pending) (string, error) {
 func (x *Index) TakeParked(c *Container) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	was := x.parked[c.ID]
-	delete(x.parked, c.ID)
-	return was
+	return x.res.TakeParked(c.ID)
 }
 
 // Add publishes a container (recovery at start-up).
@@ -257,7 +222,7 @@ func (x *Index) Delete(c *Container) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.byID, c.ID)
-	delete(x.parked, c.ID)
+	x.res.Forget(c.ID)
 	if x.names[rec.Name] == c.ID {
 		delete(x.names, rec.Name)
 	}

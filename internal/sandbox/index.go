@@ -6,6 +6,7 @@ import (
 
 	"github.com/podbay/podbay/internal/byid"
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/reserve"
 )
 
 // Index is the in-memory set of sandboxes and the reservation of their
@@ -14,30 +15,14 @@ type Index struct {
 	mu    sync.RWMutex
 	byID  map[string]*Sandbox // guarded by mu
 	names map[string]string   // name → id; guarded by mu
-	// pending holds names reserved by a RunPodSandbox in progress.
-	pending map[string]*Pending // guarded by mu
-}
-
-// Pending is a name reservation held by a RunPodSandbox in progress. Done is
-// closed when it ends; then ID is set if it made a sandbox.
-type Pending struct {
-	Done chan struct{}
-	ID   string
-	Err  error
-
-	// abandoned is set when the requester gave up; the sandbox is then
-	// parked when it is published. Guarded by the index's mu.
-	abandoned bool
-	sb        *Sandbox
+	// res holds names reserved by a RunPodSandbox at work and the
+	// sandboxes parked for a retry; guarded by mu.
+	res reserve.Table
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{
-		byID:    map[string]*Sandbox{},
-		names:   map[string]string{},
-		pending: map[string]*Pending{},
-	}
+	return &Index{byID: map[string]*Sandbox{}, names: map[string]string{}}
 }
 
 // ErrNameReserved is wrapped when a name is taken by a published sandbox.
@@ -46,63 +31,48 @@ var ErrNameReserved = fmt.Errorf("name is reserved: %w", errdefs.ErrAlreadyExist
 // Reserve claims name for a new RunPodSandbox. If another request holds it,
 // Reserve returns that request's Pending (and nil reservation) so the caller
 // can wait for it; if a published sandbox holds it, the sandbox.
-func (x *Index) Reserve(name string) (mine, other *Pending, existing *Sandbox) {
+func (x *Index) Reserve(name string) (mine, other *reserve.Pending, existing *Sandbox) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if p, ok := x.pending[name]; ok {
+	if p := x.res.Pending(name); p != nil {
 		return nil, p, nil
 	}
 	if id, ok := x.names[name]; ok {
 		return nil, nil, x.byID[id]
 	}
-	p := &Pending{Done: make(chan struct{})}
-	x.pending[name] = p
-	return p, nil, nil
+	return x.res.Reserve(name), nil, nil
 }
 
 // Finish ends a reservation. On success sb is published under name, and
 // parked if its requester already gave up; on failure the name is
 // released.
-func (x *Index) Finish(name string, p *Pending, sb *Sandbox, err error) {
+func (x *Index) Finish(name string, p *reserve.Pending, sb *Sandbox, err error) {
 	x.mu.Lock()
-	delete(x.pending, name)
+	id := ""
 	if err == nil && sb != nil {
 		x.byID[sb.ID] = sb
 		x.names[name] = sb.ID
-		p.ID = sb.ID
-		p.sb = sb
-		if p.abandoned {
-			sb.setParked(true)
-		}
+		id = sb.ID
 	}
-	p.Err = err
+	x.res.Finish(name, p, id, err)
 	x.mu.Unlock()
 	close(p.Done)
 }
 
 // Abandon records that the requester of p gave up (its deadline expired):
 // the sandbox, once made, waits parked for the kubelet's retry.
-func (x *Index) Abandon(p *Pending) {
+func (x *Index) Abandon(p *reserve.Pending) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	p.abandoned = true
-	if p.sb != nil && x.byID[p.sb.ID] == p.sb {
-		p.sb.setParked(true)
-	}
+	x.res.Abandon(p, x.byID[p.ID] != nil)
 }
 
 // Take hands the finished result of p to a request that waited for it: the
 // sandbox is no longer parked for anyone else.
-func (x *Index) Take(p *Pending) (string, error) {
+func (x *Index) Take(p *reserve.Pending) (string, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if p.Err != nil {
-		return "", p.Err
-	}
-	if p.sb != nil {
-		p.sb.setParked(false)
-	}
-	return p.ID, nil
+	return x.res.Take(p)
 }
 
 // TakeParked hands a parked sandbox to a retry and reports whether it was
@@ -110,9 +80,7 @@ func (x *Index) Take(p *Pending) (string, error) {
 func (x *Index) TakeParked(sb *Sandbox) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	was := sb.isParked()
-	sb.setParked(false)
-	return was
+	return x.res.TakeParked(sb.ID)
 }
 
 // Add publishes a sandbox (recovery at start-up).
@@ -131,6 +99,7 @@ func (x *Index) Delete(sb *Sandbox) {
 		return
 	}
 	delete(x.byID, sb.ID)
+	x.res.Forget(sb.ID)
 	for name, id := range x.names {
 		if id == sb.ID {
 			delete(x.names, name)

@@ -119,10 +119,6 @@ type Sandbox struct {
 
 	mu  sync.Mutex
 	rec Record // guarded by mu
-	// parked is set when the RunPodSandbox that made this sandbox finished
-	// after its client had given up; the next identical request takes it.
-	// Changed only through the Index.
-	parked bool // guarded by mu
 }
 
 // New returns a sandbox for rec.
@@ -152,18 +148,4 @@ func (s *Sandbox) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rec.State
-}
-
-// setParked and isParked are called with the index's lock held, so that
-// parking, publishing and taking a result happen in one order.
-func (s *Sandbox) setParked(v bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.parked = v
-}
-
-func (s *Sandbox) isParked() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.parked
 }
