@@ -153,18 +153,18 @@ var ErrNameReserved = fmt.Errorf("name is reserved: %w", errdefs.ErrAlreadyExist
 
 // Reserve claims name for a new CreateContainer. If another request holds
 // it, Reserve returns that request's Pending (and no reservation) so that
-// the caller can wait for it; if a published container holds it, the
-// container.
-func (x *Index) Reserve(name string) (mine, other *reserve.Pending, existing *Container) {
+// the caller can wait for it; if a published container holds it, its
+// ID.
+func (x *Index) Reserve(name string) (mine, other *reserve.Pending, existing string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if p := x.res.Pending(name); p != nil {
-		return nil, p, nil
+		return nil, p, ""
 	}
 	if id, ok := x.names[name]; ok {
-		return nil, nil, x.byID[id]
+		return nil, nil, id
 	}
-	return x.res.Reserve(name), nil, nil
+	return x.res.Reserve(name), nil, ""
 }
 
 // Finish ends a reservation. On success c is published under name, and
@@ -199,12 +199,12 @@ func (x *Index) Take(p *reserve.Pending) (string, error) {
 	return x.res.Take(p)
 }
 
-// TakeParked hands a parked container to a retry and reports whether it
-// was parked.
-func (x *Index) TakeParked(c *Container) bool {
+// TakeParked hands the parked container id to a retry and reports whether
+// it was parked.
+func (x *Index) TakeParked(id string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.res.TakeParked(c.ID)
+	return x.res.TakeParked(id)
 }
 
 // Add publishes a container (recovery at start-up).

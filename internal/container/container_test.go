@@ -10,7 +10,7 @@ import (
 func TestIndexReserveAndLookup(t *testing.T) {
 	x := NewIndex()
 	mine, other, existing := x.Reserve("k8s_web")
-	if mine == nil || other != nil || existing != nil {
+	if mine == nil || other != nil || existing != "" {
 		t.Fatalf("first reserve: %v %v %v", mine, other, existing)
 	}
 	if _, other, _ := x.Reserve("k8s_web"); other != mine {
@@ -25,7 +25,7 @@ func TestIndexReserveAndLookup(t *testing.T) {
 	}
 	c := New(Record{ID: "aaa111", Name: "k8s_web", SandboxID: "sb1"})
 	x.Finish("k8s_web", mine, c, nil)
-	if _, _, existing := x.Reserve("k8s_web"); existing != c {
+	if _, _, existing := x.Reserve("k8s_web"); existing != c.ID {
 		t.Fatalf("reserve of a published name: %v, want the container", existing)
 	}
 	x.Add(New(Record{ID: "aab222", Name: "k8s_db", SandboxID: "sb2"}))
@@ -61,7 +61,7 @@ func TestIndexParking(t *testing.T) {
 	c := New(Record{ID: "c1", Name: "k8s_slow"})
 	x.Finish("k8s_slow", p, c, nil)
 	_, _, existing := x.Reserve("k8s_slow")
-	if existing != c || !x.TakeParked(existing) {
+	if existing != c.ID || !x.TakeParked(existing) {
 		t.Fatal("the retry did not get the parked container")
 	}
 	if x.TakeParked(existing) {
@@ -73,7 +73,7 @@ func TestIndexParking(t *testing.T) {
 	d := New(Record{ID: "d1", Name: "k8s_late"})
 	x.Finish("k8s_late", q, d, nil)
 	x.Abandon(q)
-	if !x.TakeParked(d) {
+	if !x.TakeParked(d.ID) {
 		t.Fatal("a container abandoned after it was made is not parked")
 	}
 
@@ -84,7 +84,7 @@ func TestIndexParking(t *testing.T) {
 	e := New(Record{ID: "e1", Name: "k8s_wait"})
 	x.Finish("k8s_wait", r, e, nil)
 	<-other.Done
-	if id, err := x.Take(other); err != nil || id != "e1" || x.TakeParked(e) {
+	if id, err := x.Take(other); err != nil || id != "e1" || x.TakeParked(e.ID) {
 		t.Fatalf("Take = %q, %v; parked afterwards: want taken", id, err)
 	}
 	f, _, _ := x.Reserve("k8s_fail")
@@ -98,7 +98,7 @@ func TestIndexParking(t *testing.T) {
 	gc := New(Record{ID: "g1", Name: "k8s_gone"})
 	x.Finish("k8s_gone", g, gc, nil)
 	x.Delete(gc)
-	if x.TakeParked(gc) {
+	if x.TakeParked(gc.ID) {
 		t.Fatal("a deleted container stayed parked")
 	}
 }

@@ -30,17 +30,17 @@ var ErrNameReserved = fmt.Errorf("name is reserved: %w", errdefs.ErrAlreadyExist
 
 // Reserve claims name for a new RunPodSandbox. If another request holds it,
 // Reserve returns that request's Pending (and nil reservation) so the caller
-// can wait for it; if a published sandbox holds it, the sandbox.
-func (x *Index) Reserve(name string) (mine, other *reserve.Pending, existing *Sandbox) {
+// can wait for it; if a published sandbox holds it, its ID.
+func (x *Index) Reserve(name string) (mine, other *reserve.Pending, existing string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if p := x.res.Pending(name); p != nil {
-		return nil, p, nil
+		return nil, p, ""
 	}
 	if id, ok := x.names[name]; ok {
-		return nil, nil, x.byID[id]
+		return nil, nil, id
 	}
-	return x.res.Reserve(name), nil, nil
+	return x.res.Reserve(name), nil, ""
 }
 
 // Finish ends a reservation. On success sb is published under name, and
@@ -75,12 +75,12 @@ func (x *Index) Take(p *reserve.Pending) (string, error) {
 	return x.res.Take(p)
 }
 
-// TakeParked hands a parked sandbox to a retry and reports whether it was
-// parked.
-func (x *Index) TakeParked(sb *Sandbox) bool {
+// TakeParked hands the parked sandbox id to a retry and reports whether it
+// was parked.
+func (x *Index) TakeParked(id string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.res.TakeParked(sb.ID)
+	return x.res.TakeParked(id)
 }
 
 // Add publishes a sandbox (recovery at start-up).

@@ -34,7 +34,7 @@ func TestIndexParking(t *testing.T) {
 					got = append(got, err == nil && id == "id1")
 				case "retry":
 					_, other, existing := x.Reserve("n")
-					if other != nil || existing == nil {
+					if other != nil || existing != sb.ID {
 						t.Fatalf("retry after publish: other=%v existing=%v", other, existing)
 					}
 					got = append(got, x.TakeParked(existing))

@@ -42,26 +42,11 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	name := containerName(cfg.GetMetadata(), sb.Record().Metadata)
 	ctx = log.With(ctx, "containerName", name)
 
-	mine, other, existing := s.containers.Reserve(name)
-	switch {
-	case existing != nil:
-		if s.containers.TakeParked(existing) {
-			log.G(ctx).Info("returning container finished after an earlier request gave up", "container", existing.ID)
-			return &runtimeapi.CreateContainerResponse{ContainerId: existing.ID}, nil
-		}
-		return nil, fmt.Errorf("container %s is held by %s: %w", name, existing.ID, container.ErrNameReserved)
-	case other != nil:
-		// A request with the same name is still at work: the kubelet
-		// retried after its deadline. Wait for that one's result.
-		select {
-		case <-other.Done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		id, err := s.containers.Take(other)
-		if err != nil {
-			return nil, fmt.Errorf("earlier attempt to create %s failed: %w", name, err)
-		}
+	mine, id, err := claim(ctx, s.containers, name, container.ErrNameReserved)
+	if err != nil {
+		return nil, err
+	}
+	if mine == nil {
 		return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 	}
 

@@ -54,26 +54,11 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	name := sandboxName(cfg.GetMetadata())
 	ctx = log.With(ctx, "podName", name)
 
-	mine, other, existing := s.index.Reserve(name)
-	switch {
-	case existing != nil:
-		if s.index.TakeParked(existing) {
-			log.G(ctx).Info("returning sandbox finished after an earlier request gave up", "pod", existing.ID)
-			return &runtimeapi.RunPodSandboxResponse{PodSandboxId: existing.ID}, nil
-		}
-		return nil, fmt.Errorf("pod sandbox %s is held by %s: %w", name, existing.ID, sandbox.ErrNameReserved)
-	case other != nil:
-		// A request with the same name is still at work: the kubelet
-		// retried after its deadline. Wait for that one's result.
-		select {
-		case <-other.Done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		id, err := s.index.Take(other)
-		if err != nil {
-			return nil, fmt.Errorf("earlier attempt to run %s failed: %w", name, err)
-		}
+	mine, id, err := claim(ctx, s.index, name, sandbox.ErrNameReserved)
+	if err != nil {
+		return nil, err
+	}
+	if mine == nil {
 		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 	}
 
@@ -88,48 +73,6 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		return nil, err
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: sb.ID}, nil
-}
-
-// detach runs the work of a request whose name is reserved detached from
-// its client's cancellation, bounded by sandbox_timeout and the daemon's
-// life, and returns its result. When the client gives up first (the
-// kubelet's deadline), abandon is called, so that what the work makes is
-// parked for the kubelet's retry, and the client's error is returned; the
-// work goes on. work publishes its result (or releases the name) itself.
-func detach[T any](s *Server, ctx context.Context, work func(context.Context) (T, error), abandon func()) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	var zero T
-	done := make(chan result, 1)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.cfg.SandboxTimeout))
-		defer cancel()
-		// A daemon shutting down abandons the work; its rollback still runs.
-		stop := context.AfterFunc(s.ctx, cancel)
-		defer stop()
-		v, err := work(wctx)
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return zero, r.err
-		}
-		if ctx.Err() != nil {
-			// Finished as the client gave up: it will not see the answer.
-			abandon()
-			return zero, ctx.Err()
-		}
-		return r.v, nil
-	case <-ctx.Done():
-		abandon()
-		log.G(ctx).Info("client gave up; the result will be parked for the retry")
-		return zero, ctx.Err()
-	}
 }
 
 // runPodSandbox does RunPodSandbox's work. Every step registers its undo
