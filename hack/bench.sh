@@ -263,53 +263,14 @@ blocked = true
 EOF
 echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$policy"
 
-plugin_dirs='"/usr/lib/cni"'
-[ -d /opt/cni/bin ] && plugin_dirs+=', "/opt/cni/bin"'
-cat >"$config" <<EOF
-conmon = "$(command -v conmon)"
-pause_binary = "$bin/podbay-pause"
-default_cgroup_parent = "$cgroup_parent"
-netns_dir = "$netns_dir"
-
-[image]
-storage_root = "$storage_root"
-run_root = "$storage_run_root"
-registries_conf_dir = "$registries_dir"
-signature_policy = "$policy"
-
-[network]
-conf_dir = "$conf_dir"
-plugin_dirs = [$plugin_dirs]
-cache_dir = "$cache_dir"
-write_default_config = false
-EOF
+write_daemon_config "$storage_run_root"
 if [ "$HANDLER_TYPE" = vm ]; then
 	printf '\n[runtimes.runc]\ntype = "vm"\npath = "%s"\nruntime_path = "%s"\nruntime_root = "%s"\n' \
 		"$(command -v containerd-shim-runc-v2)" "$(command -v "$runtime_bin")" "$shim_runc_root" >>"$config"
 elif [ -n "${RUNTIME:-}" ]; then
 	printf '\n[runtimes.runc]\npath = "%s"\n' "$RUNTIME" >>"$config"
 fi
-cat >"$conf_dir/10-$net_name.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$net_name",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$bridge",
-      "isGateway": true,
-      "ipMasq": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$ipam_dir",
-        "ranges": [[{"subnet": "$subnet"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-EOF
+write_conflist
 
 # bench_mode runs podbay-bench in mode $1 at concurrency $2 against a fresh
 # podbayd, and stops the daemon.

@@ -337,26 +337,7 @@ image-endpoint: unix://$sock
 timeout: 120
 EOF
 
-plugin_dirs='"/usr/lib/cni"'
-[ -d /opt/cni/bin ] && plugin_dirs+=', "/opt/cni/bin"'
-cat >"$config" <<EOF
-conmon = "$(command -v conmon)"
-pause_binary = "$bin/podbay-pause"
-default_cgroup_parent = "$cgroup_parent"
-netns_dir = "$netns_dir"
-
-[image]
-storage_root = "$storage_root"
-run_root = "$state_dir/storage"
-registries_conf_dir = "$registries_dir"
-signature_policy = "$policy"
-
-[network]
-conf_dir = "$conf_dir"
-plugin_dirs = [$plugin_dirs]
-cache_dir = "$cache_dir"
-write_default_config = false
-EOF
+write_daemon_config "$state_dir/storage"
 if [ "$vm" -eq 1 ]; then
 	cat >>"$config" <<EOF
 
@@ -372,27 +353,7 @@ pod_annotations = ["*"]
 container_annotations = ["*"]
 EOF
 fi
-cat >"$conf_dir/10-$net_name.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$net_name",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$bridge",
-      "isGateway": true,
-      "ipMasq": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$ipam_dir",
-        "ranges": [[{"subnet": "$subnet"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-EOF
+write_conflist
 
 # setsid: its own session, so that a Ctrl-C reaches critest but not the
 # daemon the cleanup still needs.

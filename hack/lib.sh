@@ -52,6 +52,59 @@ our_mounts() {
 	}' /proc/self/mountinfo
 }
 
+# write_daemon_config writes a podbayd configuration to $config that keeps
+# everything in the run's temp dir: the run root ($1), the storage, CNI
+# and netns dirs, the cgroup parent, registries and policy. The caller
+# appends its [runtimes] tables.
+write_daemon_config() {
+	local plugin_dirs='"/usr/lib/cni"'
+	[ -d /opt/cni/bin ] && plugin_dirs+=', "/opt/cni/bin"'
+	cat >"$config" <<EOF
+conmon = "$(command -v conmon)"
+pause_binary = "$bin/podbay-pause"
+default_cgroup_parent = "$cgroup_parent"
+netns_dir = "$netns_dir"
+
+[image]
+storage_root = "$storage_root"
+run_root = "$1"
+registries_conf_dir = "$registries_dir"
+signature_policy = "$policy"
+
+[network]
+conf_dir = "$conf_dir"
+plugin_dirs = [$plugin_dirs]
+cache_dir = "$cache_dir"
+write_default_config = false
+EOF
+}
+
+# write_conflist writes the run's CNI network $net_name: bridge $bridge on
+# $subnet with host-local IPAM in $ipam_dir, and portmap.
+write_conflist() {
+	cat >"$conf_dir/10-$net_name.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$net_name",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$bridge",
+      "isGateway": true,
+      "ipMasq": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$ipam_dir",
+        "ranges": [[{"subnet": "$subnet"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+}
+
 # shim_sockets lists the shim v2 sockets on the host, sorted.
 shim_sockets() { ls /run/containerd/s 2>/dev/null | sort; }
 
