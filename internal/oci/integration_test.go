@@ -2,7 +2,6 @@ package oci
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/testbundle"
 )
 
 // The integration tests run the real conmon and runc. They need root and
@@ -97,51 +97,12 @@ func (e *testEnv) newID(name string) string {
 func (e *testEnv) bundle(id string, mutate func(*specs.Spec), args ...string) string {
 	e.t.Helper()
 	b := filepath.Join(e.dir, "bundles", id)
-	rootfs := filepath.Join(b, "rootfs")
-	for _, d := range []string{"bin", "proc", "dev", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	// One hard link per applet, as in the official busybox image.
-	for _, applet := range []string{"busybox", "sh", "sleep", "echo", "true", "cat", "id"} {
-		if err := os.Link(e.busybox, filepath.Join(rootfs, "bin", applet)); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	spec := &specs.Spec{
-		Version:  "1.0.2",
-		Hostname: "podbaytest",
-		Root:     &specs.Root{Path: "rootfs"},
-		Process: &specs.Process{
-			Args:            args,
-			Env:             []string{"PATH=/bin"},
-			Cwd:             "/",
-			NoNewPrivileges: true,
-		},
-		Mounts: []specs.Mount{
-			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
-			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-		},
-		Linux: &specs.Linux{
-			CgroupsPath: testCgroupParent + "/" + id,
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace},
-				{Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace},
-				{Type: specs.NetworkNamespace},
-			},
-		},
-	}
+	spec := testbundle.Spec("rootfs", testCgroupParent+"/"+id, args...)
+	spec.Hostname = "podbaytest"
 	if mutate != nil {
 		mutate(spec)
 	}
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(b, "config.json"), data, 0o644); err != nil {
+	if err := testbundle.Write(b, e.busybox, spec); err != nil {
 		e.t.Fatal(err)
 	}
 	return b

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/testbundle"
 )
 
 // The integration tests run the real containerd-shim-runc-v2 with runc.
@@ -127,56 +127,19 @@ func (e *testEnv) newID(name string) string {
 func (e *testEnv) bundle(id, pod string, mutate func(*specs.Spec), args ...string) string {
 	e.t.Helper()
 	b := filepath.Join(e.dir, "bundles", id)
-	rootfs := filepath.Join(b, "rootfs")
-	for _, d := range []string{"bin", "proc", "dev", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	for _, applet := range []string{"busybox", "sh", "sleep", "echo", "true", "cat", "printf", "stty", "dd", "env"} {
-		if err := os.Link(e.busybox, filepath.Join(rootfs, "bin", applet)); err != nil {
-			e.t.Fatal(err)
-		}
-	}
 	kind := "container"
 	if pod == id {
 		kind = containerTypeSandbox
 	}
-	spec := &specs.Spec{
-		Version:  "1.0.2",
-		Hostname: "podbayshimtest",
-		Root:     &specs.Root{Path: rootfs},
-		Process: &specs.Process{
-			Args:            args,
-			Env:             []string{"PATH=/bin", "GREETING=hello"},
-			Cwd:             "/",
-			NoNewPrivileges: true,
-		},
-		Mounts: []specs.Mount{
-			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
-			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
-		},
-		Annotations: map[string]string{annotationContainerType: kind, annotationSandboxID: pod},
-		Linux: &specs.Linux{
-			CgroupsPath: testCgroupParent + "/" + id,
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace},
-				{Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace},
-				{Type: specs.NetworkNamespace},
-			},
-		},
-	}
+	spec := testbundle.Spec(filepath.Join(b, "rootfs"), testCgroupParent+"/"+id, args...)
+	spec.Hostname = "podbayshimtest"
+	spec.Process.Env = append(spec.Process.Env, "GREETING=hello")
+	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}})
+	spec.Annotations = map[string]string{annotationContainerType: kind, annotationSandboxID: pod}
 	if mutate != nil {
 		mutate(spec)
 	}
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(b, "config.json"), data, 0o644); err != nil {
+	if err := testbundle.Write(b, e.busybox, spec); err != nil {
 		e.t.Fatal(err)
 	}
 	return b
