@@ -106,20 +106,33 @@ func (s *Store) mount(c *storage.Container, opts RootfsOptions) (string, error) 
 
 // RemoveRootfs unmounts (forcibly) and deletes id's root filesystem. An
 // unknown id is not an error.
+//
+// It accepts every state a crash can leave behind: a container whose layer
+// c/storage already deleted (DeleteContainer deletes the layer first, and a
+// layer whose deletion was interrupted is dropped when the store is next
+// opened), a layer that is not mounted or whose mount went away behind
+// c/storage's back, and a container that a concurrent call removed. Only
+// what is still there is removed; what is gone counts as done.
 func (s *Store) RemoveRootfs(ctx context.Context, id string) error {
 	c, err := s.container(id)
 	if err != nil || c == nil {
 		return err
 	}
-	if _, err := s.store.Unmount(c.ID, true); err != nil &&
-		!errors.Is(err, storage.ErrLayerNotMounted) && !errors.Is(err, storage.ErrContainerUnknown) {
+	if _, err := s.store.Unmount(c.ID, true); err != nil && !gone(err) && !errors.Is(err, storage.ErrLayerNotMounted) {
 		return fmt.Errorf("unmount rootfs %s: %w", id, err)
 	}
-	if err := s.store.DeleteContainer(c.ID); err != nil && !errors.Is(err, storage.ErrContainerUnknown) {
+	if err := s.store.DeleteContainer(c.ID); err != nil && !gone(err) {
 		return fmt.Errorf("delete rootfs %s: %w", id, err)
 	}
 	log.G(ctx).Debug("removed rootfs", "id", id)
 	return nil
+}
+
+// gone reports whether err is c/storage saying that a container or layer
+// does not exist (any more).
+func gone(err error) bool {
+	return errors.Is(err, storage.ErrContainerUnknown) || errors.Is(err, storage.ErrNotAContainer) ||
+		errors.Is(err, storage.ErrLayerUnknown)
 }
 
 // Rootfses lists the ids of the root filesystems storage holds, so that a

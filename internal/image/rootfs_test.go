@@ -1,6 +1,7 @@
 package image
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )
@@ -281,5 +283,109 @@ func TestCloseAndReopen(t *testing.T) {
 	e.store = s
 	if mp, err := s.CreateRootfs(ctx, "again", pauseRef, RootfsOptions{}); err != nil || !isMounted(t, mp) {
 		t.Errorf("CreateRootfs after a clean re-open = %q, %v", mp, err)
+	}
+}
+
+// A daemon killed in the middle of c/storage's DeleteContainer: the layer
+// was flagged for deletion (its "incomplete" flag saved) but the container
+// record was not yet deleted. The next open drops the layer and keeps the
+// container; RemoveRootfs must still remove it (it used to fail for ever
+// with "layer not known", so that the pod could never be removed).
+func TestRemoveRootfsAfterInterruptedDelete(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	img := importPause(t, e, "x")
+	if _, err := e.store.CreateRootfs(ctx, "victim", img.ID, RootfsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.store.store.Container("victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RemoveRootfs's first step, done; the crash comes in the second.
+	if _, err := e.store.store.Unmount(c.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	flagLayerIncomplete(t, e.store.cfg.StorageRoot, c.LayerID)
+	s, err := New(ctx, e.store.cfg)
+	if err != nil {
+		t.Fatalf("re-open: %v", err)
+	}
+	e.store = s
+	// c/storage drops the layer at its first write-locked access: the
+	// unmount that RemoveRootfs starts with.
+	for i := range 2 { // the second time: nothing left, still no error
+		if err := s.RemoveRootfs(ctx, "victim"); err != nil {
+			t.Fatalf("RemoveRootfs #%d of a rootfs whose layer is gone: %v", i+1, err)
+		}
+	}
+	if ids, err := s.Rootfses(ctx); err != nil || slices.Contains(ids, "victim") {
+		t.Errorf("Rootfses after removal = %v, %v", ids, err)
+	}
+	if _, err := s.store.Layer(c.LayerID); err == nil {
+		t.Error("the interrupted layer is still there; the test did not make the state it means to")
+	}
+	if _, err := s.CreateRootfs(ctx, "victim", img.ID, RootfsOptions{}); err != nil {
+		t.Errorf("CreateRootfs with the removed id: %v", err)
+	}
+}
+
+// A rootfs whose mount went away behind c/storage's back (an operator's
+// umount, a crash between the unmount and the record update) is removed.
+func TestRemoveRootfsUnmountedBehindStorage(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	img := importPause(t, e, "x")
+	mp, err := e.store.CreateRootfs(ctx, "c", img.ID, RootfsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(mp, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.RemoveRootfs(ctx, "c"); err != nil {
+		t.Fatalf("RemoveRootfs: %v", err)
+	}
+	if ids, err := e.store.Rootfses(ctx); err != nil || slices.Contains(ids, "c") {
+		t.Errorf("Rootfses after removal = %v, %v", ids, err)
+	}
+}
+
+// flagLayerIncomplete sets c/storage's "incomplete" flag on layer id in
+// the closed store under graphRoot, as its layer deletion does first.
+func flagLayerIncomplete(t *testing.T, graphRoot, id string) {
+	t.Helper()
+	path := filepath.Join(graphRoot, "overlay-layers", "layers.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layers []map[string]any
+	if err := json.Unmarshal(data, &layers); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range layers {
+		if l["id"] == id {
+			flags, _ := l["flags"].(map[string]any)
+			if flags == nil {
+				flags = map[string]any{}
+			}
+			flags["incomplete"] = true
+			l["flags"] = flags
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("layer %s not in %s", id, path)
+	}
+	if data, err = json.Marshal(layers); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
