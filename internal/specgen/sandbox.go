@@ -99,14 +99,26 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	s.Process.Args = append([]string(nil), sb.Args...)
 	s.Process.NoNewPrivileges = true
 	s.Hostname = sb.Hostname
+	// Checked as a container's: a negative id would wrap to 4294967295,
+	// which setresuid(2) reads as "unchanged", leaving the pause process
+	// root.
+	var err error
 	if sb.RunAsUser != nil {
-		s.Process.User.UID = uint32(*sb.RunAsUser)
+		if s.Process.User.UID, err = checkID(*sb.RunAsUser, "sandbox uid"); err != nil {
+			return nil, err
+		}
 	}
 	if sb.RunAsGroup != nil {
-		s.Process.User.GID = uint32(*sb.RunAsGroup)
+		if s.Process.User.GID, err = checkID(*sb.RunAsGroup, "sandbox gid"); err != nil {
+			return nil, err
+		}
 	}
 	for _, g := range sb.SupplementalGroups {
-		s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, uint32(g))
+		gid, err := checkID(g, "sandbox supplemental gid")
+		if err != nil {
+			return nil, err
+		}
+		s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, gid)
 	}
 	if sb.Privileged {
 		s.Process.Capabilities = allCapabilities(sb.Capabilities)
