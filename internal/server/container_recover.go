@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -10,59 +9,32 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/oci"
-	"github.com/podbay/podbay/internal/store"
 )
 
-// recoverContainers reloads container records after the sandboxes: a
-// container caught half-way through creation is undone, a removal is
-// finished, a container whose sandbox is gone is removed, and exits that
-// happened while the daemon was down are recorded with conmon's exit code
-// and time. It returns the IDs that own root filesystems.
-func (s *Server) recoverContainers(ctx context.Context) map[string]bool {
-	owned := map[string]bool{}
-	var recs []container.Record
-	bad, err := s.db.ForEach(containerBucket, func(r store.Record) error {
-		var rec container.Record
-		if r.Version != container.RecordVersion {
-			return fmt.Errorf("version %d: %w", r.Version, store.ErrBadRecord)
+// recoverContainerLocked brings a container reloaded after a restart up to
+// date; the caller holds c.OpMu. A removal a crash interrupted is finished,
+// a container whose pod is gone is removed, and an exit that happened while
+// the daemon was down is recorded with its monitor's exit code and time.
+func (s *Server) recoverContainerLocked(ctx context.Context, c *container.Container) {
+	rec := c.Record()
+	if rec.Removing || !s.index.Has(rec.SandboxID) {
+		if err := s.removeContainerLocked(ctx, c); err != nil {
+			log.G(ctx).Error("finish removal of container", "err", err)
 		}
-		if err := json.Unmarshal(r.Data, &rec); err != nil || rec.ID != r.Key {
-			return fmt.Errorf("decode: %v: %w", err, store.ErrBadRecord)
-		}
-		recs = append(recs, rec)
-		return nil
-	})
-	if err != nil {
-		log.G(ctx).Error("load container records", "err", err)
+		return
 	}
-	for _, k := range bad {
-		log.G(ctx).Error("quarantined unreadable container record", "container", k)
+	s.reconcileContainer(ctx, c)
+}
+
+// recoverCreatingContainer undoes a container a crash caught half-way
+// through CreateContainer, and keeps retrying in the background if that
+// fails.
+func (s *Server) recoverCreatingContainer(ctx context.Context, rec container.Record) {
+	ctx = log.With(ctx, "container", rec.ID)
+	if err := s.undoContainerCreating(ctx, rec); err != nil {
+		log.G(ctx).Error("undo half-made container; will retry", "err", err)
+		s.finishContainerUndo(rec.ID)
 	}
-	for _, rec := range recs {
-		ctx := log.With(ctx, "container", rec.ID)
-		c := container.New(rec)
-		if rec.State == container.StateCreating {
-			if err := s.undoContainerCreating(ctx, rec); err != nil {
-				log.G(ctx).Error("undo half-made container", "err", err)
-				owned[rec.ID] = true
-			}
-			continue
-		}
-		owned[rec.ID] = true
-		s.containers.Add(c)
-		if rec.Removing || !s.index.Has(rec.SandboxID) {
-			c.OpMu.Lock()
-			if err := s.removeContainerLocked(ctx, c); err != nil {
-				log.G(ctx).Error("finish removal of container", "err", err)
-			} else {
-				delete(owned, rec.ID)
-			}
-			c.OpMu.Unlock()
-			continue
-		}
-		s.reconcileContainer(ctx, c)
-	}
-	return owned
 }
 
 // reconcileContainer brings a container's state up to date with the host.

@@ -90,6 +90,9 @@ type fakeRuntime struct {
 	fail       map[string]error
 	startDelay time.Duration
 	exits      map[string]chan struct{}
+	// stateGate, when set, holds every State call until it is closed: a
+	// runtime that is slow to answer while the daemon recovers.
+	stateGate chan struct{}
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -147,6 +150,12 @@ func (f *fakeRuntime) Delete(ctx context.Context, id string) error {
 }
 
 func (f *fakeRuntime) State(ctx context.Context, id string) (oci.State, error) {
+	f.mu.Lock()
+	gate := f.stateGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st, ok := f.containers[id]

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/oci"
@@ -15,83 +17,177 @@ import (
 	"github.com/podbay/podbay/internal/store"
 )
 
-// Recover reloads the sandbox records and reconciles each against the host:
-// a sandbox caught half-way through RunPodSandbox is undone, a removal
-// caught half-way is finished, a pod whose process or namespace is gone is
-// NOTREADY; then podbay-owned network namespaces and CNI attachments that no
-// record owns are released. Recovery logs what it cannot fix and goes on: a
-// daemon that refuses to start helps nobody.
+// recoveryWorkers is how many pods are recovered at once after a restart:
+// recovery is mostly waiting for runtime and CNI commands.
+const recoveryWorkers = 4
+
+// Recover reloads the sandbox and container records and publishes them,
+// then returns, so that the daemon serves within moments of its start
+// whatever the number of pods. Reconciling each pod with the host goes on in
+// the background, each pod under its own locks, taken here before anything
+// is served: a sandbox caught half-way through RunPodSandbox is undone, a
+// removal or stop caught half-way is finished, a pod whose process or
+// namespace is gone becomes NOTREADY; an RPC that changes a pod still being
+// recovered waits for it. When every pod is done, podbay-owned resources
+// that no record owns are released (Recovered is closed then). Recovery logs
+// what it cannot fix and goes on: a daemon that refuses to start helps
+// nobody.
 func (s *Server) Recover(ctx context.Context) error {
-	var recs []sandbox.Record
-	bad, err := s.db.ForEach(sandboxBucket, func(r store.Record) error {
-		if r.Version != sandbox.RecordVersion {
+	start := time.Now()
+	sbRecs, err := loadRecords[sandbox.Record](ctx, s.db, sandboxBucket, sandbox.RecordVersion,
+		func(r sandbox.Record) string { return r.ID })
+	if err != nil {
+		return fmt.Errorf("load sandbox records: %w", err)
+	}
+	ctrRecs, err := loadRecords[container.Record](ctx, s.db, containerBucket, container.RecordVersion,
+		func(r container.Record) string { return r.ID })
+	if err != nil {
+		log.G(ctx).Error("load container records", "err", err)
+	}
+
+	var jobs []func(context.Context)
+	pods := map[string]*podRecovery{}
+	for _, rec := range sbRecs {
+		if rec.State == sandbox.StateCreating {
+			// Not published: its name is free for the kubelet's retry.
+			jobs = append(jobs, func(ctx context.Context) { s.recoverCreatingSandbox(ctx, rec) })
+			continue
+		}
+		sb := sandbox.New(rec)
+		sb.StopMu.Lock()
+		sb.OpMu.Lock()
+		s.index.Add(rec.Name, sb)
+		pods[sb.ID] = &podRecovery{sb: sb}
+	}
+	for _, rec := range ctrRecs {
+		if rec.State == container.StateCreating {
+			jobs = append(jobs, func(ctx context.Context) { s.recoverCreatingContainer(ctx, rec) })
+			continue
+		}
+		c := container.New(rec)
+		c.OpMu.Lock()
+		s.containers.Add(c)
+		if p := pods[rec.SandboxID]; p != nil {
+			p.containers = append(p.containers, c)
+			continue
+		}
+		// Its pod is gone: the container goes too.
+		jobs = append(jobs, func(ctx context.Context) {
+			defer c.OpMu.Unlock()
+			s.recoverContainerLocked(ctx, c)
+		})
+	}
+	for _, p := range pods {
+		jobs = append(jobs, func(ctx context.Context) { s.recoverPod(ctx, p) })
+	}
+	log.G(ctx).Info("records loaded; recovering pods in the background",
+		"pods", len(pods), "containers", len(ctrRecs), "duration", time.Since(start))
+
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer close(s.recovered)
+		ctx := context.WithoutCancel(ctx)
+		runJobs(ctx, recoveryWorkers, jobs)
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.collectGarbage(ctx)
+		log.G(ctx).Info("recovery finished", "pods", len(pods), "duration", time.Since(start))
+	}()
+	return nil
+}
+
+// Recovered is closed once the recovery Recover started has finished.
+func (s *Server) Recovered() <-chan struct{} { return s.recovered }
+
+// podRecovery is a published pod and its containers, all locked until
+// recoverPod has reconciled them.
+type podRecovery struct {
+	sb         *sandbox.Sandbox
+	containers []*container.Container
+}
+
+// recoverPod reconciles one pod's containers, then the pod, and releases
+// their locks.
+func (s *Server) recoverPod(ctx context.Context, p *podRecovery) {
+	sb := p.sb
+	defer sb.StopMu.Unlock()
+	defer sb.OpMu.Unlock()
+	ctx = log.With(ctx, "pod", sb.ID)
+	for _, c := range p.containers {
+		s.recoverContainerLocked(log.With(ctx, "container", c.ID), c)
+		c.OpMu.Unlock()
+	}
+	rec := sb.Record()
+	switch {
+	case rec.Removing:
+		if err := s.removePodSandboxLocked(ctx, sb); err != nil {
+			log.G(ctx).Error("finish removal of sandbox", "err", err)
+		}
+	case rec.Stopping:
+		// A Stop interrupted by a crash: finish it (each step is
+		// idempotent), so released IPs are not reported as the pod's.
+		if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
+			log.G(ctx).Error("finish stop of sandbox", "err", err)
+		}
+	default:
+		s.reconcile(ctx, sb)
+	}
+}
+
+// recoverCreatingSandbox undoes a sandbox a crash caught half-way through
+// RunPodSandbox, and keeps retrying in the background if that fails.
+func (s *Server) recoverCreatingSandbox(ctx context.Context, rec sandbox.Record) {
+	ctx = log.With(ctx, "pod", rec.ID)
+	if err := s.undoCreating(ctx, rec); err != nil {
+		log.G(ctx).Error("undo half-made sandbox; will retry", "err", err)
+		s.finishUndo(rec.ID)
+		return
+	}
+	log.G(ctx).Info("undid sandbox caught half-way through creation")
+}
+
+// runJobs runs jobs on n workers and returns when all are done.
+func runJobs(ctx context.Context, n int, jobs []func(context.Context)) {
+	work := make(chan func(context.Context))
+	var wg sync.WaitGroup
+	for range min(n, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for job := range work {
+				job(ctx)
+			}
+		}()
+	}
+	for _, job := range jobs {
+		work <- job
+	}
+	close(work)
+	wg.Wait()
+}
+
+// loadRecords decodes every record of a bucket; unreadable ones (an unknown
+// version, bad JSON, a key that is not the record's ID) are quarantined by
+// the store and logged.
+func loadRecords[R any](ctx context.Context, db *store.DB, bucket string, version int, id func(R) string) ([]R, error) {
+	var recs []R
+	bad, err := db.ForEach(bucket, func(r store.Record) error {
+		if r.Version != version {
 			return fmt.Errorf("version %d: %w", r.Version, store.ErrBadRecord)
 		}
-		var rec sandbox.Record
-		if err := json.Unmarshal(r.Data, &rec); err != nil || rec.ID != r.Key {
+		var rec R
+		if err := json.Unmarshal(r.Data, &rec); err != nil || id(rec) != r.Key {
 			return fmt.Errorf("decode: %v: %w", err, store.ErrBadRecord)
 		}
 		recs = append(recs, rec)
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("load sandbox records: %w", err)
-	}
 	for _, k := range bad {
-		log.G(ctx).Error("quarantined unreadable sandbox record", "pod", k)
+		log.G(ctx).Error("quarantined unreadable record", "bucket", bucket, "id", k)
 	}
-
-	// First publish what exists, so that containers can find their pods;
-	// then the containers; then finish the sandbox operations a crash
-	// interrupted (a resumed Stop must stop the pod's containers too).
-	owned := map[string]bool{}
-	var published []*sandbox.Sandbox
-	for _, rec := range recs {
-		ctx := log.With(ctx, "pod", rec.ID)
-		if rec.State == sandbox.StateCreating {
-			if err := s.undoCreating(ctx, rec); err != nil {
-				// Keep the record so the next start tries again.
-				log.G(ctx).Error("undo half-made sandbox", "err", err)
-				owned[rec.ID] = true
-			} else {
-				log.G(ctx).Info("undid sandbox caught half-way through creation")
-			}
-			continue
-		}
-		owned[rec.ID] = true
-		sb := sandbox.New(rec)
-		s.index.Add(rec.Name, sb)
-		published = append(published, sb)
-	}
-	for id := range s.recoverContainers(ctx) {
-		owned[id] = true
-	}
-	for _, sb := range published {
-		ctx := log.With(ctx, "pod", sb.ID)
-		rec := sb.Record()
-		switch {
-		case rec.Removing:
-			sb.OpMu.Lock()
-			if err := s.removePodSandboxLocked(ctx, sb); err != nil {
-				log.G(ctx).Error("finish removal of sandbox", "err", err)
-			} else {
-				delete(owned, rec.ID)
-			}
-			sb.OpMu.Unlock()
-		case rec.Stopping:
-			// A Stop interrupted by a crash: finish it (each step is
-			// idempotent), so released IPs are not reported as the pod's.
-			sb.OpMu.Lock()
-			if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
-				log.G(ctx).Error("finish stop of sandbox", "err", err)
-			}
-			sb.OpMu.Unlock()
-		default:
-			s.reconcile(ctx, sb)
-		}
-	}
-	s.collectGarbage(ctx, owned)
-	return nil
+	return recs, err
 }
 
 // reconcile checks a published sandbox against the host.
@@ -206,13 +302,32 @@ func (s *Server) retryInBackground(ctx context.Context, what string, attempt fun
 // namespaces named podbay-<id>, CNI attachments in podbay's private libcni
 // cache (which hold IPAM reservations and host rules), root filesystems in
 // podbay's storage, and sandbox dirs.
-func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
-	// CNI first: the bridge plugin finds what to release (its masquerade
-	// rules) through the namespace, which must still be mounted.
+//
+// It runs while the daemon serves. What belongs to a pod made meanwhile is
+// safe: the resources are listed first and the records read after, and a
+// pod's record is persisted before any of its resources is made.
+func (s *Server) collectGarbage(ctx context.Context) {
 	cached, err := s.network.Cached()
 	if err != nil {
 		log.G(ctx).Error("list cached CNI attachments", "err", err)
 	}
+	namespaces, err := netns.List(s.cfg.NetNSDir)
+	if err != nil {
+		log.G(ctx).Error("list network namespaces", "err", err)
+	}
+	rootfses, err := s.images.Rootfses(ctx)
+	if err != nil {
+		log.G(ctx).Error("list root filesystems", "err", err)
+	}
+	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "sandboxes"))
+	owned, err := s.ownedIDs()
+	if err != nil {
+		log.G(ctx).Error("garbage collection skipped: read records", "err", err)
+		return
+	}
+
+	// CNI first: the bridge plugin finds what to release (its masquerade
+	// rules) through the namespace, which must still be mounted.
 	for _, c := range cached {
 		if owned[c.ID] {
 			continue
@@ -223,12 +338,7 @@ func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
 			log.G(ctx).Info("released orphaned CNI attachment", "pod", c.ID)
 		}
 	}
-
-	ids, err := netns.List(s.cfg.NetNSDir)
-	if err != nil {
-		log.G(ctx).Error("list network namespaces", "err", err)
-	}
-	for _, id := range ids {
+	for _, id := range namespaces {
 		if owned[id] || !isID(id) {
 			continue
 		}
@@ -247,11 +357,6 @@ func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
 			log.G(ctx).Info("removed orphaned network namespace", "pod", id)
 		}
 	}
-
-	rootfses, err := s.images.Rootfses(ctx)
-	if err != nil {
-		log.G(ctx).Error("list root filesystems", "err", err)
-	}
 	for _, id := range rootfses {
 		if owned[id] {
 			continue
@@ -262,8 +367,6 @@ func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
 			log.G(ctx).Info("removed orphaned root filesystem", "pod", id)
 		}
 	}
-
-	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "sandboxes"))
 	for _, d := range dirs {
 		if !owned[d.Name()] {
 			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "sandboxes", d.Name())); err != nil {
@@ -271,6 +374,22 @@ func (s *Server) collectGarbage(ctx context.Context, owned map[string]bool) {
 			}
 		}
 	}
+}
+
+// ownedIDs are the IDs of every sandbox and container record. (What a
+// quarantined record named is released, as at every start.)
+func (s *Server) ownedIDs() (map[string]bool, error) {
+	owned := map[string]bool{}
+	for _, bucket := range []string{sandboxBucket, containerBucket} {
+		keys, err := s.db.Keys(bucket)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			owned[k] = true
+		}
+	}
+	return owned, nil
 }
 
 // isID reports whether s has the shape of a podbay ID (64 hex digits), so

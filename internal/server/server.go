@@ -126,6 +126,8 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
+	// recovered is closed when the background part of Recover is done.
+	recovered chan struct{}
 
 	grpc    *grpc.Server
 	streams *streaming.Server // nil without Options.StreamListener
@@ -154,6 +156,7 @@ func New(opts Options) (*Server, error) {
 		containers:  container.NewIndex(),
 		ctx:         ctx,
 		cancel:      cancel,
+		recovered:   make(chan struct{}),
 	}
 	if opts.StreamListener != nil {
 		streams, err := streaming.New(opts.StreamListener, streamRuntime{s: s}, streaming.Config{

@@ -67,7 +67,17 @@ func newTestEnv(t *testing.T, fps string) *testEnv {
 	return e
 }
 
+// newServer starts a server on the env's database and fakes and waits for
+// its recovery.
 func (e *testEnv) newServer(t *testing.T, fps *failpoint.Set) *Server {
+	t.Helper()
+	srv := e.startServer(t, fps)
+	<-srv.Recovered()
+	return srv
+}
+
+// startServer is newServer without the wait: recovery may still run.
+func (e *testEnv) startServer(t *testing.T, fps *failpoint.Set) *Server {
 	t.Helper()
 	streams, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -389,6 +399,56 @@ func TestRecoverKeepsReadyPods(t *testing.T) {
 	if n := e.net.holding(); !hostNetwork() && n != 1 || hostNetwork() && n != 0 {
 		t.Fatalf("after GC %d attachments held", n)
 	}
+}
+
+// A restarted server serves before its pods are recovered: List and Status
+// answer at once, while an RPC that changes a pod still being recovered
+// waits for that pod's recovery rather than racing it.
+func TestRecoveryRunsInBackground(t *testing.T) {
+	e := newTestEnv(t, "")
+	id, err := e.run(t, podConfig("slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Shutdown(context.Background())
+
+	gate := make(chan struct{})
+	e.rt.mu.Lock()
+	e.rt.stateGate = gate
+	e.rt.mu.Unlock()
+	e.srv = e.startServer(t, nil)
+	if _, err := call(e.srv, "Version", e.srv.Version, &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatalf("Version while recovering: %v", err)
+	}
+	list, err := call(e.srv, "ListPodSandbox", e.srv.ListPodSandbox, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].Id != id {
+		t.Fatalf("ListPodSandbox while recovering = %v, %v; want the pod", list, err)
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := call(e.srv, "StopPodSandbox", e.srv.StopPodSandbox, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+		stopped <- err
+	}()
+	select {
+	case err := <-stopped:
+		t.Fatalf("StopPodSandbox returned (%v) while the pod was still being recovered", err)
+	case <-e.srv.Recovered():
+		t.Fatal("recovery finished while the runtime could not answer")
+	case <-time.After(200 * time.Millisecond):
+	}
+	e.rt.mu.Lock()
+	e.rt.stateGate = nil
+	e.rt.mu.Unlock()
+	close(gate)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("StopPodSandbox after recovery: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("StopPodSandbox did not return after the pod was recovered")
+	}
+	<-e.srv.Recovered()
 }
 
 func TestStatusNetworkNotReady(t *testing.T) {

@@ -102,6 +102,22 @@ func (d *DB) Get(bucket, key string, v any) (int, error) {
 	return env.Version, json.Unmarshal(env.Data, v)
 }
 
+// Keys lists the keys of bucket, without decoding the records.
+func (d *DB) Keys(bucket string) ([]string, error) {
+	var keys []string
+	err := d.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, _ []byte) error {
+			keys = append(keys, string(k))
+			return nil
+		})
+	})
+	return keys, err
+}
+
 // Record is one stored document, as handed to a ForEach callback.
 type Record struct {
 	Key     string
