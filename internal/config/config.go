@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -109,6 +110,10 @@ type Image struct {
 	// SignaturePolicy is the policy.json; when the file is missing every
 	// image is accepted (and a warning logged).
 	SignaturePolicy string `toml:"signature_policy"`
+	// PullProgressTimeout cancels a pull that received no bytes for this
+	// long (a registry that stalls mid-blob); as containerd's
+	// image_pull_progress_timeout, with its default, 5m.
+	PullProgressTimeout Duration `toml:"pull_progress_timeout"`
 }
 
 // Network configures CNI.
@@ -122,6 +127,12 @@ type Network struct {
 	DefaultName   string `toml:"default_network_name"`
 	DefaultBridge string `toml:"default_bridge"`
 	DefaultSubnet string `toml:"default_subnet"`
+	// PluginTimeout bounds each CNI plugin invocation (ADD, DEL, CHECK,
+	// STATUS, VERSION); a plugin still running then is killed and the call
+	// fails. Default 1m: far above a working plugin's milliseconds to
+	// seconds, and short enough that a hung ADD and the DEL that undoes it
+	// end within sandbox_timeout.
+	PluginTimeout Duration `toml:"plugin_timeout"`
 }
 
 // Runtime handler types.
@@ -168,6 +179,13 @@ type Runtime struct {
 	// configuration file (containerd's runtime options ConfigPath, e.g.
 	// /etc/kata-containers/configuration.toml).
 	ConfigPath string `toml:"config_path"`
+	// Timeout bounds each call to the runtime: a create (conmon and the
+	// runtime's create, or the shim's start and Create) and each start,
+	// kill, delete and state. A call still running then fails, its
+	// processes are killed and a create is undone. Per handler, because a
+	// VM runtime boots a guest and may need far longer than runc. 0 (the
+	// default) means 2m for a create and 1m for the other calls.
+	Timeout Duration `toml:"timeout"`
 }
 
 // Default returns the configuration used when no file and no flag says
@@ -196,10 +214,12 @@ func Default() *Config {
 			DefaultName:   "podbay",
 			DefaultBridge: "podbay0",
 			DefaultSubnet: "10.88.0.0/16",
+			PluginTimeout: Duration(time.Minute),
 		},
 		Image: Image{
-			Driver:          "overlay",
-			SignaturePolicy: "/etc/containers/policy.json",
+			Driver:              "overlay",
+			SignaturePolicy:     "/etc/containers/policy.json",
+			PullProgressTimeout: Duration(5 * time.Minute),
 		},
 		Runtimes: map[string]Runtime{
 			"runc": {Path: "runc"},
@@ -287,6 +307,12 @@ func (c *Config) Validate() error {
 	if c.StreamIdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("stream_idle_timeout must be positive"))
 	}
+	if c.Network.PluginTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("network.plugin_timeout must be positive"))
+	}
+	if c.Image.PullProgressTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("image.pull_progress_timeout must be positive"))
+	}
 	if c.Network.CacheDir == "" {
 		c.Network.CacheDir = filepath.Join(c.Root, "cni")
 	}
@@ -345,6 +371,9 @@ func (c *Config) Validate() error {
 			if _, err := path.Match(p, ""); err != nil {
 				errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q: %v", name, p, err))
 			}
+		}
+		if rt.Timeout < 0 {
+			errs = append(errs, fmt.Errorf("runtimes.%s.timeout must not be negative", name))
 		}
 		switch rt.NetworkOrder {
 		case "":

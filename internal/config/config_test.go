@@ -24,6 +24,10 @@ func TestLoadDefaultsAndOverrides(t *testing.T) {
 	if got := cfg.StreamListenAddress(); got != "127.0.0.1:0" || cfg.StreamIdleTimeout.String() != "4h0m0s" {
 		t.Fatalf("streaming defaults: address %q, idle timeout %v", got, cfg.StreamIdleTimeout)
 	}
+	if cfg.Network.PluginTimeout.String() != "1m0s" || cfg.Image.PullProgressTimeout.String() != "5m0s" || cfg.Runtimes["runc"].Timeout != 0 {
+		t.Fatalf("fault timeouts: plugin %v, pull progress %v, runc %v",
+			cfg.Network.PluginTimeout, cfg.Image.PullProgressTimeout, cfg.Runtimes["runc"].Timeout)
+	}
 	if _, err := Load(filepath.Join(dir, "missing.toml"), false); err == nil {
 		t.Fatal("an explicitly named missing file loaded")
 	}
@@ -37,9 +41,13 @@ stream_port = 10010
 stream_idle_timeout = "30m"
 [network]
 default_subnet = "10.5.0.0/16"
+plugin_timeout = "5s"
+[image]
+pull_progress_timeout = "30s"
 [runtimes.vm]
 path = "/bin/true"
 network_order = "after"
+timeout = "3m"
 `), 0o644)
 	cfg, err = Load(path, false)
 	if err != nil {
@@ -51,6 +59,10 @@ network_order = "after"
 	}
 	if cfg.LogLevel != "debug" || cfg.SandboxTimeout.String() != "1m30s" || cfg.Network.DefaultSubnet != "10.5.0.0/16" {
 		t.Fatalf("file values not applied: %+v", cfg)
+	}
+	if cfg.Network.PluginTimeout.String() != "5s" || cfg.Image.PullProgressTimeout.String() != "30s" || cfg.Runtimes["vm"].Timeout.String() != "3m0s" {
+		t.Fatalf("fault timeouts not applied: plugin %v, pull progress %v, handler %v",
+			cfg.Network.PluginTimeout, cfg.Image.PullProgressTimeout, cfg.Runtimes["vm"].Timeout)
 	}
 	if got := cfg.StreamListenAddress(); got != "[::1]:10010" || cfg.StreamIdleTimeout.String() != "30m0s" {
 		t.Fatalf("streaming settings: address %q, idle timeout %v", got, cfg.StreamIdleTimeout)
@@ -120,6 +132,9 @@ func TestLoadRejects(t *testing.T) {
 		"stream name":    func(c *Config) { c.StreamAddress = "localhost" },
 		"stream port":    func(c *Config) { c.StreamPort = 70000 },
 		"stream idle":    func(c *Config) { c.StreamIdleTimeout = 0 },
+		"plugin timeout": func(c *Config) { c.Network.PluginTimeout = 0 },
+		"pull progress":  func(c *Config) { c.Image.PullProgressTimeout = -1 },
+		"rt timeout":     func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Timeout: -1} },
 		"bad type":       func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Type: "wasm"} },
 		"oci options":    func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", RuntimePath: "/usr/sbin/runc"} },
 		"both options": func(c *Config) {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
-	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )
@@ -70,6 +69,11 @@ type Config struct {
 	// DefaultDataDir is host-local's dataDir in the default network; empty
 	// leaves the plugin's default, /var/lib/cni/networks.
 	DefaultDataDir string
+
+	// PluginTimeout bounds each plugin invocation (ADD, DEL, CHECK, STATUS,
+	// VERSION) of every network; a plugin still running then is killed and
+	// the call fails with a *PluginTimeoutError (DefaultPluginTimeout).
+	PluginTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -95,6 +99,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultSubnet == "" {
 		c.DefaultSubnet = DefaultNetworkSubnet
+	}
+	if c.PluginTimeout <= 0 {
+		c.PluginTimeout = DefaultPluginTimeout
 	}
 	return c
 }
@@ -136,12 +143,10 @@ func New(cfg Config) (*Manager, error) {
 	if _, err := parseSubnets(cfg.DefaultSubnet); err != nil {
 		return nil, fmt.Errorf("network config: default subnet: %w", err)
 	}
-	// An explicit exec: libcni would otherwise create one lazily on first use,
-	// which is a data race between concurrent Setups.
-	exec := &invoke.DefaultExec{
-		RawExec:       &invoke.RawExec{Stderr: os.Stderr},
-		PluginDecoder: version.PluginDecoder{},
-	}
+	// An explicit exec: libcni's default has no timeout of its own (and
+	// would be created lazily on first use, a data race between concurrent
+	// Setups).
+	exec := &pluginExec{timeout: cfg.PluginTimeout, stderr: os.Stderr}
 	m := &Manager{
 		cfg:  cfg,
 		exec: exec,
