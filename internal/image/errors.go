@@ -29,7 +29,10 @@ var notFoundCodes = map[string]bool{
 // containers/image's text, which names the registry, mirrors and reference
 // tried and what went wrong ("manifest unknown", "connection refused").
 func classifyPullError(ref string, err error) error {
+	var stall *ProgressTimeoutError
 	switch {
+	case errors.As(err, &stall):
+		return err // classified, and names the reference
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("pull %s: %w", ref, err)
 	case isUnauthorized(err):

@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -193,6 +194,11 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 	if err != nil {
 		return nil, fmt.Errorf("storage reference %s: %w", named, err)
 	}
+	// A registry that stops sending cancels the pull; the caller's context
+	// alone would wait for as long as the kubelet does.
+	ctx, watchdog, stopWatchdog := withStallWatchdog(ctx, named.String(), s.cfg.PullProgressTimeout)
+	defer stopWatchdog()
+	progress.watchdog = watchdog
 	var resolved types.ImageReference
 	events := make(chan types.ProgressProperties)
 	drained := make(chan struct{})
@@ -210,6 +216,10 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 	close(events)
 	<-drained
 	if err != nil {
+		var stall *ProgressTimeoutError
+		if errors.As(context.Cause(ctx), &stall) {
+			return nil, stall
+		}
 		return nil, err
 	}
 	if resolved == nil {
@@ -228,16 +238,20 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 
 // pullProgress logs a pull's blobs at debug level and counts its bytes.
 type pullProgress struct {
-	ref     string
-	metrics *pullMetrics
-	bytes   uint64 // written only by consume, read after it returned
-	blobs   int    // downloaded
-	skipped int    // already present
+	ref      string
+	metrics  *pullMetrics
+	watchdog *stallWatchdog // nil: none
+	bytes    uint64         // written only by consume, read after it returned
+	blobs    int            // downloaded
+	skipped  int            // already present
 }
 
 func (p *pullProgress) consume(ctx context.Context, events <-chan types.ProgressProperties) {
 	logger := log.G(ctx)
 	for ev := range events {
+		if p.watchdog != nil {
+			p.watchdog.observe(ev.Event)
+		}
 		switch ev.Event {
 		case types.ProgressEventNewArtifact:
 			logger.Debug("pulling blob", "ref", p.ref, "digest", ev.Artifact.Digest, "size", ev.Artifact.Size)

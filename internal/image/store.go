@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/containers/image/v5/docker/reference"
 	"github.com/containers/image/v5/types"
@@ -94,6 +95,10 @@ type Config struct {
 	PinnedImages []string
 	// Metrics, if set, receives the pull collectors.
 	Metrics prometheus.Registerer
+	// PullProgressTimeout cancels a pull that received no data from the
+	// registry for this long (DefaultPullProgressTimeout); see
+	// stallWatchdog for what counts.
+	PullProgressTimeout time.Duration
 }
 
 // Store is the image store. Its methods are safe for concurrent use.
@@ -203,6 +208,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.ShortNameMode == "" {
 		cfg.ShortNameMode = ShortNameDocker
+	}
+	if cfg.PullProgressTimeout <= 0 {
+		cfg.PullProgressTimeout = DefaultPullProgressTimeout
 	}
 	cfg.DriverOptions = append([]string(nil), cfg.DriverOptions...)
 	if cfg.Driver == "overlay" {
