@@ -32,6 +32,10 @@ func (r *Registry) serveHTTP(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 			r.closeRange(req)
+			if release, ok := r.midBlobStall(); ok {
+				r.serveHalfThenStall(w, req, release)
+				return
+			}
 		}
 	}
 	r.inner.ServeHTTP(w, req)
@@ -74,6 +78,38 @@ func (r *Registry) blobFault(w http.ResponseWriter, req *http.Request) bool {
 			return true
 		}
 	}
+}
+
+// midBlobStall returns the release channel of StallMidBlob when it is in
+// force.
+func (r *Registry) midBlobStall() (<-chan struct{}, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.release, r.fault == StallMidBlob
+}
+
+// serveHalfThenStall serves a blob GET's status, headers and the first
+// half of its body, holds the rest until release, then sends it; if the
+// client or Close ends the stall first, the connection is dropped.
+func (r *Registry) serveHalfThenStall(w http.ResponseWriter, req *http.Request, release <-chan struct{}) {
+	rec := httptest.NewRecorder()
+	r.inner.ServeHTTP(rec, req)
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	body := rec.Body.Bytes()
+	half := len(body) / 2
+	if _, err := w.Write(body[:half]); err != nil {
+		return
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	if !r.stall(req, release) {
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = w.Write(body[half:])
 }
 
 // stall waits for release and reports true, or for the client or Close and

@@ -60,6 +60,11 @@ const (
 	// switched off (the GET then proceeds under the new fault), the client
 	// gives up, or the registry is closed (the connection is then dropped).
 	StallBlobs
+	// StallMidBlob sends every blob GET's status, headers and the first
+	// half of the body, then holds the rest as StallBlobs holds the whole:
+	// until the fault is switched off (the rest is then sent), the client
+	// gives up, or the registry is closed (the connection is dropped).
+	StallMidBlob
 )
 
 func (f Fault) String() string {
@@ -70,6 +75,8 @@ func (f Fault) String() string {
 		return "fail-blobs"
 	case StallBlobs:
 		return "stall-blobs"
+	case StallMidBlob:
+		return "stall-mid-blob"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -80,7 +87,7 @@ type Stats struct {
 	ManifestGets int64 // GETs of a manifest or index, by tag or digest
 	BlobGets     int64 // GETs of a blob, faulted ones included
 	Unauthorized int64 // requests refused for missing or wrong credentials
-	Stalled      int64 // blob GETs held by StallBlobs right now
+	Stalled      int64 // blob GETs held by StallBlobs or StallMidBlob right now
 }
 
 // Registry is an in-process OCI distribution registry
@@ -201,19 +208,21 @@ func (r *Registry) Push(ctx context.Context, spec Spec) (v1.Hash, error) {
 	return digest, nil
 }
 
+func (f Fault) stalls() bool { return f == StallBlobs || f == StallMidBlob }
+
 // SetFault switches the fault injected into blob GETs from now on. Switching
-// StallBlobs off releases the GETs it holds.
+// StallBlobs or StallMidBlob off releases the GETs it holds.
 func (r *Registry) SetFault(f Fault) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fault == f {
 		return
 	}
-	if r.fault == StallBlobs {
+	if r.fault.stalls() {
 		close(r.release)
 		r.release = nil
 	}
-	if f == StallBlobs {
+	if f.stalls() {
 		r.release = make(chan struct{})
 	}
 	r.fault = f

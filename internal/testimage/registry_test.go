@@ -566,8 +566,50 @@ func TestStallBlobs(t *testing.T) {
 	})
 }
 
+// TestStallMidBlob: the client gets the headers and the first half of the
+// blob, then nothing until the fault is switched off, then the rest; a
+// client that gives up mid-blob ends the stall.
+func TestStallMidBlob(t *testing.T) {
+	t.Parallel()
+	needBusybox(t)
+	for _, cancelIt := range []bool{false, true} {
+		r := StartTest(t, Options{Builder: sharedBuilder()})
+		blobPath, blob := busyboxBlob(t, r)
+		r.SetFault(StallMidBlob)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Addr()+blobPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(blob)) {
+			t.Errorf("stalled GET: %s, length %d, want 200 and %d", resp.Status, resp.ContentLength, len(blob))
+		}
+		half := make([]byte, len(blob)/2)
+		if _, err := io.ReadFull(resp.Body, half); err != nil || !bytes.Equal(half, blob[:len(half)]) {
+			t.Fatalf("first half: %v", err)
+		}
+		waitFor(t, "a GET stalled mid-blob", func() bool { return r.Stats().Stalled == 1 })
+		if cancelIt {
+			cancel()
+			waitFor(t, "the stall to end", func() bool { return r.Stats().Stalled == 0 })
+		} else {
+			r.SetFault(NoFault)
+			rest, err := io.ReadAll(resp.Body)
+			if err != nil || !bytes.Equal(rest, blob[len(half):]) {
+				t.Errorf("rest after release: %d bytes, %v; want %d", len(rest), err, len(blob)-len(half))
+			}
+		}
+		resp.Body.Close()
+		cancel()
+	}
+}
+
 func TestFaultString(t *testing.T) {
-	for f, want := range map[Fault]string{NoFault: "none", FailBlobs: "fail-blobs", StallBlobs: "stall-blobs", Fault(7): "Fault(7)"} {
+	for f, want := range map[Fault]string{NoFault: "none", FailBlobs: "fail-blobs", StallBlobs: "stall-blobs", StallMidBlob: "stall-mid-blob", Fault(7): "Fault(7)"} {
 		if got := f.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(f), got, want)
 		}
