@@ -242,7 +242,7 @@ func FuzzCreateContainer(f *testing.F) {
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 		Image:    &runtimeapi.ImageSpec{Image: "busybox"},
 		Command:  []string{"sh", "-c"}, Args: []string{"echo hi"},
-		Envs:     []*runtimeapi.KeyValue{{Key: "B", Value: "2"}},
+		Envs: []*runtimeapi.KeyValue{{Key: "B", Value: "2"}},
 		Mounts: []*runtimeapi.Mount{
 			{ContainerPath: "/data", HostPath: "/data", Readonly: true},
 			{ContainerPath: "/logs", HostPath: "/link", Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
@@ -274,7 +274,9 @@ func FuzzCreateContainer(f *testing.F) {
 			c.Devices = []*runtimeapi.Device{{HostPath: "/file", ContainerPath: "/dev/x", Permissions: "rwm"}}
 		}),
 		mod(func(c *runtimeapi.ContainerConfig) { c.Envs = append(c.Envs, &runtimeapi.KeyValue{Key: "A=B"}) }),
-		mod(func(c *runtimeapi.ContainerConfig) { c.Linux.SecurityContext.Seccomp.LocalhostRef = "/bad-seccomp.json" }),
+		mod(func(c *runtimeapi.ContainerConfig) {
+			c.Linux.SecurityContext.Seccomp.LocalhostRef = "/bad-seccomp.json"
+		}),
 		mod(func(c *runtimeapi.ContainerConfig) {
 			c.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
 			c.Linux.SecurityContext.Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "p"}
