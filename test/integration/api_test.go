@@ -166,8 +166,8 @@ func TestCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("podbay inspect output: %v\n%s", err, out)
 	}
-	if info.ID != id || info.NetworkSettings.SandboxKey != netnsPath(id) || info.NetworkSettings.IPAddress != podIP(st) {
-		t.Errorf("podbay inspect: id %q SandboxKey %q IPAddress %q, want %q %q %q", info.ID, info.NetworkSettings.SandboxKey, info.NetworkSettings.IPAddress, id, netnsPath(id), podIP(st))
+	if info.ID != id || info.NetworkSettings.SandboxKey != e.netnsPath(id) || info.NetworkSettings.IPAddress != podIP(st) {
+		t.Errorf("podbay inspect: id %q SandboxKey %q IPAddress %q, want %q %q %q", info.ID, info.NetworkSettings.SandboxKey, info.NetworkSettings.IPAddress, id, e.netnsPath(id), podIP(st))
 	}
 
 	out, err = exec.Command(bin("podbay"), "--socket", e.sock, "ps").Output()

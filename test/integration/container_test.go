@@ -67,7 +67,7 @@ func TestContainerLifecycle(t *testing.T) {
 	// The container joins the pod's network namespace (the sandbox key)
 	// and the pause process's IPC and UTS namespaces.
 	_, podInfo := e.status(t, pod.id)
-	if got, want := nsInode(t, fmt.Sprintf("/proc/%d/ns/net", info.Pid)), nsInode(t, netnsPath(pod.id)); got != want {
+	if got, want := nsInode(t, fmt.Sprintf("/proc/%d/ns/net", info.Pid)), nsInode(t, e.netnsPath(pod.id)); got != want {
 		t.Errorf("container network namespace %d, sandbox key %d", got, want)
 	}
 	for _, ns := range []string{"ipc", "uts"} {

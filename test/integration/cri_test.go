@@ -228,7 +228,8 @@ func short(id string) string {
 	return id
 }
 
-func netnsPath(id string) string { return filepath.Join(netnsDir, "podbay-"+id) }
+// netnsPath is pod id's sandbox key: its namespace in the env's netns dir.
+func (e *env) netnsPath(id string) string { return filepath.Join(e.netnsDir, "podbay-"+id) }
 
 // podIP returns the pod's primary IP from PodSandboxStatus.
 func podIP(st *runtimeapi.PodSandboxStatus) string { return st.GetNetwork().GetIp() }

@@ -18,7 +18,6 @@ import (
 )
 
 const (
-	netnsDir = "/var/run/netns"
 	// startTimeout bounds how long podbayd may take to serve after start.
 	startTimeout = 30 * time.Second
 	// exitTimeout bounds how long podbayd may take to exit after SIGTERM.
@@ -40,6 +39,10 @@ type envOptions struct {
 	// registry.k8s.io and docker.io so that no daemon reaches past
 	// loopback. An entry with the same prefix replaces the blocked one.
 	registries string
+	// pluginTimeout, runtimeTimeout (every handler's) and
+	// pullProgressTimeout set the daemon's fault timeouts, as Go duration
+	// strings; "" leaves the default.
+	pluginTimeout, runtimeTimeout, pullProgressTimeout string
 }
 
 // handlerOptions configure one runtime handler of an env.
@@ -112,6 +115,10 @@ type env struct {
 	cniCtlDir   string // podbay-failcni controlDir
 	runtimePath string // copy of podbay-failruntime
 	podLogDir   string
+	// netnsDir is the daemon's netns_dir: the env's own, so that daemons
+	// of test processes running at once never reclaim each other's
+	// namespaces, and each leak check sees only its own.
+	netnsDir string
 
 	storageRoot    string // containers/storage graph root
 	runRoot        string // containers/storage run root
@@ -163,6 +170,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		cniCtlDir:   filepath.Join(dir, "cnictl"),
 		runtimePath: filepath.Join(dir, "runtime", "failruntime"),
 		podLogDir:   filepath.Join(dir, "podlogs"),
+		netnsDir:    filepath.Join(dir, "netns"),
 		netName:     "pbt-" + suffix,
 		bridge:      "pbt" + suffix,
 		cgroupRoot:  "/pbt-" + suffix,
@@ -176,14 +184,14 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if len(e.sock) >= 100 {
 		t.Fatalf("socket path %q too long", e.sock)
 	}
-	e.netnsBefore = netnsEntries(t)
+	e.netnsBefore = e.netnsEntries(t)
 	e.mountsBefore = map[string]bool{}
 	for _, m := range mountPoints(t) {
 		e.mountsBefore[m] = true
 	}
 	t.Cleanup(e.cleanup)
 
-	for _, d := range []string{e.rootDir, e.stateDir, e.confDir, e.ipamDir, e.cacheDir, e.cniCtlDir, filepath.Dir(e.runtimePath), e.podLogDir, e.registriesDir} {
+	for _, d := range []string{e.netnsDir, e.rootDir, e.stateDir, e.confDir, e.ipamDir, e.cacheDir, e.cniCtlDir, filepath.Dir(e.runtimePath), e.podLogDir, e.registriesDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -220,6 +228,7 @@ func (e *env) daemonConfig() string {
 	fmt.Fprintf(&b, "listen = %q\n", e.sock)
 	fmt.Fprintf(&b, "root = %q\n", e.rootDir)
 	fmt.Fprintf(&b, "state = %q\n", e.stateDir)
+	fmt.Fprintf(&b, "netns_dir = %q\n", e.netnsDir)
 	fmt.Fprintf(&b, "log_level = \"debug\"\n")
 	fmt.Fprintf(&b, "metrics_address = %q\n", e.metricsAddr)
 	fmt.Fprintf(&b, "conmon = %q\n", conmon)
@@ -231,12 +240,18 @@ func (e *env) daemonConfig() string {
 	fmt.Fprintf(&b, "plugin_dirs = [\"/usr/lib/cni\", %q]\n", binDir)
 	fmt.Fprintf(&b, "cache_dir = %q\n", e.cacheDir)
 	fmt.Fprintf(&b, "write_default_config = false\n")
+	if e.opts.pluginTimeout != "" {
+		fmt.Fprintf(&b, "plugin_timeout = %q\n", e.opts.pluginTimeout)
+	}
 	fmt.Fprintf(&b, "\n[image]\n")
 	fmt.Fprintf(&b, "storage_root = %q\n", e.storageRoot)
 	fmt.Fprintf(&b, "run_root = %q\n", e.runRoot)
 	fmt.Fprintf(&b, "registries_conf = %q\n", e.registriesConf)
 	fmt.Fprintf(&b, "registries_conf_dir = %q\n", e.registriesDir)
 	fmt.Fprintf(&b, "signature_policy = %q\n", e.policyPath)
+	if e.opts.pullProgressTimeout != "" {
+		fmt.Fprintf(&b, "pull_progress_timeout = %q\n", e.opts.pullProgressTimeout)
+	}
 	runtimes := map[string]handlerOptions{"runc": {order: e.opts.runcNetworkOrder}}
 	for name, h := range e.opts.extraRuntimes {
 		runtimes[name] = h
@@ -264,6 +279,9 @@ func (e *env) daemonConfig() string {
 		}
 		if h.order != "" {
 			fmt.Fprintf(&b, "network_order = %q\n", h.order)
+		}
+		if e.opts.runtimeTimeout != "" {
+			fmt.Fprintf(&b, "timeout = %q\n", e.opts.runtimeTimeout)
 		}
 	}
 	return b.String()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/podbay/podbay/internal/netns"
 )
 
 // TestHarnessDetectsLeaks proves that the leak checker can fail: it makes
@@ -64,7 +66,7 @@ func TestHarnessDetectsLeaks(t *testing.T) {
 	sleeper.Process.Kill() //nolint:errcheck
 	sleeper.Wait()         //nolint:errcheck
 	e.delCNIAttachment(t, id)
-	if _, err := runCmd("ip", "netns", "del", "podbay-"+id); err != nil {
+	if err := netns.Remove(e.netnsPath(id)); err != nil {
 		t.Fatal(err)
 	}
 	e.assertNoLeaks(t)
@@ -80,7 +82,7 @@ func (e *env) delCNIAttachment(t *testing.T, id string) {
 	cni := libcni.NewCNIConfigWithCacheDir([]string{"/usr/lib/cni", binDir}, e.cacheDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := cni.DelNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: id, NetNS: netnsPath(id), IfName: "eth0"}); err != nil {
+	if err := cni.DelNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: id, NetNS: e.netnsPath(id), IfName: "eth0"}); err != nil {
 		t.Fatalf("CNI DEL: %v", err)
 	}
 }

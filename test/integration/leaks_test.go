@@ -108,17 +108,17 @@ func (e *env) findLeaks(keep map[string]bool) []leak {
 	keep = e.withContainersOf(keep)
 
 	// Network namespace files and their mounts.
-	realNetns := realNetnsDir()
+	realNetns := e.realNetnsDir()
 	mounts := mountPoints(e.t)
 	mounted := map[string]bool{}
 	for _, m := range mounts {
 		mounted[m] = true
 	}
-	for name := range netnsEntries(e.t) {
+	for name := range e.netnsEntries(e.t) {
 		if !strings.HasPrefix(name, "podbay-") || e.netnsBefore[name] || keep[strings.TrimPrefix(name, "podbay-")] {
 			continue
 		}
-		p := filepath.Join(netnsDir, name)
+		p := filepath.Join(e.netnsDir, name)
 		state := "file"
 		if mounted[filepath.Join(realNetns, name)] {
 			state = "mounted namespace"
@@ -151,7 +151,7 @@ func (e *env) findLeaks(keep map[string]bool) []leak {
 		if m == driverHome && len(keptLayers) > 0 {
 			continue
 		}
-		isNetns := strings.HasPrefix(m, realNetns+"/podbay-") || strings.HasPrefix(m, netnsDir+"/podbay-")
+		isNetns := strings.HasPrefix(m, realNetns+"/podbay-") || strings.HasPrefix(m, e.netnsDir+"/podbay-")
 		under := strings.HasPrefix(m, e.dir+"/")
 		// While the daemon runs it may hold mounts of its own; only mounts
 		// of some sandbox count then.
@@ -526,12 +526,12 @@ func (e *env) forceClean(leaks []leak) {
 // attachment (not the shared CNI-HOSTPORT-* ones).
 var perPodChain = regexp.MustCompile(`\bCNI-(DN-)?[0-9a-f]{12,}\b`)
 
-// netnsEntries lists /var/run/netns.
-func netnsEntries(t *testing.T) map[string]bool {
+// netnsEntries lists the env's netns dir.
+func (e *env) netnsEntries(t *testing.T) map[string]bool {
 	names := map[string]bool{}
-	entries, err := os.ReadDir(netnsDir)
+	entries, err := os.ReadDir(e.netnsDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("read %s: %v", netnsDir, err)
+		t.Errorf("read %s: %v", e.netnsDir, err)
 	}
 	for _, ent := range entries {
 		names[ent.Name()] = true
@@ -539,16 +539,13 @@ func netnsEntries(t *testing.T) map[string]bool {
 	return names
 }
 
-// realNetnsDir is /var/run/netns with symlinks resolved (/run/netns on
-// Debian), the form mountinfo uses.
-func realNetnsDir() string {
-	if p, err := filepath.EvalSymlinks(netnsDir); err == nil {
+// realNetnsDir is the env's netns dir with symlinks resolved, the form
+// mountinfo uses.
+func (e *env) realNetnsDir() string {
+	if p, err := filepath.EvalSymlinks(e.netnsDir); err == nil {
 		return p
 	}
-	if p, err := filepath.EvalSymlinks(filepath.Dir(netnsDir)); err == nil {
-		return filepath.Join(p, filepath.Base(netnsDir))
-	}
-	return netnsDir
+	return e.netnsDir
 }
 
 // mountPoints lists the mount points of the test's mount namespace. It

@@ -22,7 +22,7 @@ func TestSandboxLifecycle(t *testing.T) {
 
 	web := e.runPod(t, e.podConfig("web"), "")
 	db := e.runPod(t, e.podConfig("db", withLabel("tier", "backend")), "")
-	key := netnsPath(web)
+	key := e.netnsPath(web)
 
 	// The sandbox key is a pinned network namespace.
 	if _, err := os.Stat(key); err != nil {
@@ -253,7 +253,7 @@ func TestRemoveWithoutStop(t *testing.T) {
 	_, info := e.status(t, id)
 	e.removePod(t, id)
 	waitGone(t, info.Pid, 10*time.Second)
-	if _, err := os.Stat(netnsPath(id)); !os.IsNotExist(err) {
+	if _, err := os.Stat(e.netnsPath(id)); !os.IsNotExist(err) {
 		t.Errorf("sandbox key after remove: %v, want it gone", err)
 	}
 	if pods := e.listPods(t, nil); len(pods) != 0 {

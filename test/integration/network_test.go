@@ -24,8 +24,8 @@ func TestHostNetworkPod(t *testing.T) {
 	if info.NetworkMode != "host" {
 		t.Errorf("networkMode %q, want host", info.NetworkMode)
 	}
-	if _, err := os.Stat(netnsPath(id)); !os.IsNotExist(err) {
-		t.Errorf("%s: %v; a host-network pod must not get a namespace", netnsPath(id), err)
+	if _, err := os.Stat(e.netnsPath(id)); !os.IsNotExist(err) {
+		t.Errorf("%s: %v; a host-network pod must not get a namespace", e.netnsPath(id), err)
 	}
 	if info.NetworkSettings.SandboxKey != "" {
 		t.Errorf("SandboxKey %q for a host-network pod", info.NetworkSettings.SandboxKey)
@@ -57,7 +57,7 @@ func TestHostPort(t *testing.T) {
 	st, _ := e.status(t, id)
 	ip := e.requireIPInSubnet(t, podIP(st)).String()
 
-	l := listenInPod(t, netnsPath(id), ":8080")
+	l := listenInPod(t, e.netnsPath(id), ":8080")
 	go echoServer(l)
 	defer l.Close()
 

@@ -45,7 +45,7 @@ func TestNetworkOrder(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			id := e.runPod(t, e.podConfig("order-"+tc.name, tc.mods...), tc.handler)
-			key := netnsPath(id)
+			key := e.netnsPath(id)
 			st, info := e.status(t, id)
 			if st.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 				t.Fatalf("state %v, want READY", st.State)

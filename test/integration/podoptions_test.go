@@ -62,7 +62,7 @@ func TestPodOptions(t *testing.T) {
 	})
 	t.Run("sysctls", func(t *testing.T) {
 		// Network sysctls are read in the reader's network namespace.
-		out, err := runCmd("nsenter", "--net="+netnsPath(a), "cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start")
+		out, err := runCmd("nsenter", "--net="+e.netnsPath(a), "cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestPodOptions(t *testing.T) {
 		if of(pidA, "uts") == self("uts") {
 			t.Error("pod A shares the host UTS namespace")
 		}
-		if of(pidA, "net") != nsInode(t, netnsPath(a)) || of(pidB, "net") != nsInode(t, netnsPath(b)) {
+		if of(pidA, "net") != nsInode(t, e.netnsPath(a)) || of(pidB, "net") != nsInode(t, e.netnsPath(b)) {
 			t.Error("a pause process is not in its sandbox key's network namespace")
 		}
 	})

@@ -9,6 +9,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/netns"
 )
 
 // TestRestartRecovery kills podbayd with pods running, changes the host
@@ -35,8 +37,7 @@ func TestRestartRecovery(t *testing.T) {
 		t.Fatalf("kill victim's pause %d: %v", pids[victim], err)
 	}
 	waitGone(t, pids[victim], 10*time.Second)
-	orphanNetns := "podbay-" + randHex(32)
-	if _, err := runCmd("ip", "netns", "add", orphanNetns); err != nil {
+	if err := netns.Pin(e.netnsPath(randHex(32))); err != nil {
 		t.Fatal(err)
 	}
 	orphanAttachment := e.orphanCNIAttachment(t)
@@ -88,8 +89,7 @@ func (e *env) orphanCNIAttachment(t *testing.T) string {
 	t.Helper()
 	id := randHex(32)
 	e.noteIDs(id)
-	ns := "podbay-" + id
-	if _, err := runCmd("ip", "netns", "add", ns); err != nil {
+	if err := netns.Pin(e.netnsPath(id)); err != nil {
 		t.Fatal(err)
 	}
 	list, err := libcni.ConfListFromBytes(e.cniConfig())
@@ -99,7 +99,7 @@ func (e *env) orphanCNIAttachment(t *testing.T) string {
 	cni := libcni.NewCNIConfigWithCacheDir([]string{"/usr/lib/cni", binDir}, e.cacheDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := cni.AddNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: id, NetNS: netnsPath(id), IfName: "eth0"}); err != nil {
+	if _, err := cni.AddNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: id, NetNS: e.netnsPath(id), IfName: "eth0"}); err != nil {
 		t.Fatalf("CNI ADD of the orphan attachment: %v", err)
 	}
 	if !e.ipamOwners()[id] {
@@ -121,7 +121,7 @@ func TestSIGTERMLeavesPodsRunning(t *testing.T) {
 	if !pidAlive(info.Pid) {
 		t.Fatalf("pause process %d died with the daemon's clean shutdown", info.Pid)
 	}
-	if !isMounted(t, netnsPath(id)) {
+	if !isMounted(t, e.netnsPath(id)) {
 		t.Errorf("sandbox key unmounted by the daemon's clean shutdown")
 	}
 	requirePing(t, ip)

@@ -40,10 +40,11 @@ func (e *env) failRuntime(verb string) {
 	}
 }
 
-// clearFailures removes every control file of both tools.
+// clearFailures removes every control file of both tools, hangs included.
 func (e *env) clearFailures() {
 	e.t.Helper()
-	for _, pattern := range []string{filepath.Join(e.cniCtlDir, "fail-*"), e.runtimePath + ".fail-*"} {
+	for _, pattern := range []string{filepath.Join(e.cniCtlDir, "fail-*"), e.runtimePath + ".fail-*",
+		filepath.Join(e.cniCtlDir, "hang-*"), e.runtimePath + ".hang-*"} {
 		matches, _ := filepath.Glob(pattern)
 		for _, m := range matches {
 			if strings.HasSuffix(m, ".lock") {

@@ -57,8 +57,8 @@ func TestVMRuntimeSpec(t *testing.T) {
 				"io.kubernetes.cri.sandbox-memory":        "268435456",
 			}
 			checkAnnotations(t, "sandbox", sb.Annotations, want, map[string]bool{kataPod: tc.passed, own: tc.passed})
-			if sb.NetNSPath != netnsPath(pod.id) {
-				t.Errorf("sandbox's network namespace path %q, want the sandbox key %q", sb.NetNSPath, netnsPath(pod.id))
+			if sb.NetNSPath != e.netnsPath(pod.id) {
+				t.Errorf("sandbox's network namespace path %q, want the sandbox key %q", sb.NetNSPath, e.netnsPath(pod.id))
 			}
 
 			ctr := containerConfig("app", ref, ctrCommand("sleep", "1000"), func(c *runtimeapi.ContainerConfig) {
@@ -84,8 +84,8 @@ func TestVMRuntimeSpec(t *testing.T) {
 				"io.kubernetes.cri.image-name":        ref,
 			}
 			checkAnnotations(t, "container", rec.Annotations, want, map[string]bool{kataPod: tc.passed, own: tc.passed, kataCtr: tc.passed})
-			if rec.NetNSPath != netnsPath(pod.id) {
-				t.Errorf("container's network namespace path %q, want the sandbox key %q", rec.NetNSPath, netnsPath(pod.id))
+			if rec.NetNSPath != e.netnsPath(pod.id) {
+				t.Errorf("container's network namespace path %q, want the sandbox key %q", rec.NetNSPath, e.netnsPath(pod.id))
 			}
 			e.stopAndRemove(t, pod.id)
 		})
