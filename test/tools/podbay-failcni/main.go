@@ -10,7 +10,9 @@
 // When <controlDir>/fail-ADD (or fail-DEL, fail-CHECK, …) exists the verb
 // fails with CNI error code 100. An empty file fails every call until it is
 // removed; a file holding a number N fails the next N calls (see
-// test/internal/failctl). Otherwise ADD passes prevResult through, converted
+// test/internal/failctl). <controlDir>/hang-ADD (and so on, same rules)
+// makes the verb record "hang" and then sleep until it is killed, as a
+// plugin stuck on a lock or an unanswering IPAM server would. Otherwise ADD passes prevResult through, converted
 // to the configuration's version, and DEL, CHECK, GC and STATUS succeed.
 //
 // Every call is appended to <controlDir>/calls.log as
@@ -25,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
@@ -78,6 +81,17 @@ func main() {
 	if failNow {
 		record(conf.ControlDir, cmd, "injected-failure")
 		fail(conf.CNIVersion, errInjected, fmt.Sprintf("podbay-failcni: injected %s failure", cmd), "")
+	}
+	hangNow, err := failctl.Consume(filepath.Join(conf.ControlDir, "hang-"+cmd))
+	if err != nil {
+		record(conf.ControlDir, cmd, "control-error")
+		fail(conf.CNIVersion, types.ErrInternal, "read control file", err.Error())
+	}
+	if hangNow {
+		record(conf.ControlDir, cmd, "hang")
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 
 	if cmd == "ADD" {

@@ -6,7 +6,10 @@
 // <own path>.fail-<subcommand> exists (for example failruntime.fail-create)
 // it writes a message to stderr, and to the runtime log named by --log, and
 // exits 1 before doing anything; the file follows test/internal/failctl's
-// count rules.
+// count rules. If <own path>.hang-<subcommand> exists (same rules) it
+// records the hang in <own path>.hangs (one line "subcommand pid") and
+// sleeps until it is killed, as a runtime stuck in the kernel or on a lock
+// would.
 //
 // On create it first records what the network namespace named in the
 // bundle's config.json looked like at that moment, to
@@ -86,6 +89,13 @@ func main() {
 		if failNow {
 			fatal(logPath, "podbay-failruntime: injected %s failure", sub)
 		}
+		hangNow, err := failctl.Consume(self + ".hang-" + sub)
+		if err != nil {
+			fatal(logPath, "podbay-failruntime: control file: %v", err)
+		}
+		if hangNow {
+			hang(self, sub)
+		}
 	}
 	if sub == "create" {
 		recordCreate(self, args[subIdx+1:])
@@ -98,6 +108,17 @@ func main() {
 	argv := append([]string{real}, args...)
 	if err := syscall.Exec(real, argv, os.Environ()); err != nil {
 		fatal(logPath, "podbay-failruntime: exec %s: %v", real, err)
+	}
+}
+
+// hang records the hang and never returns.
+func hang(self, sub string) {
+	if f, err := os.OpenFile(self+".hangs", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		fmt.Fprintf(f, "%s %d\n", sub, os.Getpid())
+		f.Close()
+	}
+	for {
+		time.Sleep(time.Hour)
 	}
 }
 
