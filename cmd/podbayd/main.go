@@ -167,6 +167,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		DefaultName:   cfg.Network.DefaultName,
 		DefaultBridge: cfg.Network.DefaultBridge,
 		DefaultSubnet: cfg.Network.DefaultSubnet,
+		PluginTimeout: time.Duration(cfg.Network.PluginTimeout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set up CNI: %w", err)
@@ -208,6 +209,8 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		PolicyPath:        cfg.Image.SignaturePolicy,
 		PinnedImages:      []string{cfg.PauseImage},
 		Metrics:           d.metrics.Registry,
+
+		PullProgressTimeout: time.Duration(cfg.Image.PullProgressTimeout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open image store: %w", err)
@@ -369,7 +372,8 @@ func newRuntime(name string, cfg *config.Config, conmon string) (server.Runtime,
 		return nil, nil, fmt.Errorf("runtime binary %q: %w", rc.Path, err)
 	}
 	if rc.Type == config.TypeVM {
-		sc := shim.Config{Name: name, ShimPath: path, StateDir: rc.Root}
+		sc := shim.Config{Name: name, ShimPath: path, StateDir: rc.Root,
+			CreateTimeout: time.Duration(rc.Timeout), CommandTimeout: time.Duration(rc.Timeout)}
 		switch {
 		case rc.ConfigPath != "":
 			sc.Options, err = shim.ConfigPathOptions(rc.ConfigPath)
@@ -398,6 +402,9 @@ func newRuntime(name string, cfg *config.Config, conmon string) (server.Runtime,
 		ConmonPath:  conmon,
 		ExitDir:     filepath.Join(cfg.State, "exits", name),
 		SocketDir:   filepath.Join(cfg.State, "attach"),
+		// 0 leaves the package defaults.
+		CreateTimeout:  time.Duration(rc.Timeout),
+		CommandTimeout: time.Duration(rc.Timeout),
 	})
 	if err != nil {
 		return nil, nil, err

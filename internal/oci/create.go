@@ -93,6 +93,7 @@ func (r *Runtime) Create(ctx context.Context, opts CreateOptions) (pid int, retE
 		return 0, fmt.Errorf("create container %s: remove stale files: %w", opts.ID, err)
 	}
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
 	defer cancel()
 
@@ -133,7 +134,8 @@ func (r *Runtime) Create(ctx context.Context, opts CreateOptions) (pid int, retE
 		return res.pid, nil
 	case <-ctx.Done():
 		syncPipe.Close() // unblocks the reader
-		return 0, fmt.Errorf("create container %s: waiting for conmon: %w", opts.ID, ctx.Err())
+		return 0, fmt.Errorf("create container %s: waiting for conmon and the runtime's create: %w",
+			opts.ID, timeoutError(parent, ctx, r.cfg.CreateTimeout))
 	}
 }
 

@@ -218,6 +218,7 @@ func (r *Runtime) runtimeCmd(ctx context.Context, op string, args ...string) ([]
 
 // runtimeCmdInput is runtimeCmd with stdin (nil: /dev/null).
 func (r *Runtime) runtimeCmdInput(ctx context.Context, stdin []byte, op string, args ...string) ([]byte, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CommandTimeout)
 	defer cancel()
 
@@ -231,14 +232,26 @@ func (r *Runtime) runtimeCmdInput(ctx context.Context, stdin []byte, op string, 
 	// A signal to the daemon's process group (Ctrl-C on a terminal) must
 	// not interrupt a runtime half way through a state change.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A runtime that hangs is killed with what it started (a wrapper's
+	// runtime, a hook), by its group id, which is its pid.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", err, ctx.Err())
+			err = fmt.Errorf("%w: %w", err, timeoutError(parent, ctx, r.cfg.CommandTimeout))
 		}
 		return nil, &runtimeError{op: op, message: runtimeMessage(stderr.Bytes()), err: err}
 	}
 	return stdout.Bytes(), nil
+}
+
+// timeoutError is the error of a call bounded by ctx, a child of parent
+// with the handler's timeout: explained when that timeout ended it.
+func timeoutError(parent, ctx context.Context, timeout time.Duration) error {
+	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within the runtime handler's timeout (%s), killed: %w", timeout, ctx.Err())
+	}
+	return ctx.Err()
 }
 
 // isNotExist reports whether err is the runtime saying that it does not
