@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -166,9 +167,21 @@ func TestFaultRegistryStallsMidBlob(t *testing.T) {
 	ref := r.Reference("test/busybox:latest")
 
 	r.SetFault(testimage.StallMidBlob)
+	stalled := make(chan bool, 1)
+	go func() {
+		stalled <- eventually(faultPullTimeout, func() error {
+			if r.Stats().Stalled == 0 {
+				return errors.New("no blob GET held mid-blob")
+			}
+			return nil
+		}) == nil
+	}()
 	start := time.Now()
 	_, err := e.tryPull(rpcCtx(t), ref, nil)
 	took := time.Since(start)
+	if !<-stalled {
+		t.Error("the pull never reached the middle of a blob; the stall was not exercised")
+	}
 	t.Logf("PullImage from a registry stalling mid-blob: %v after %v", err, took)
 	requireTimeoutError(t, "PullImage from a stalling registry", err, codes.Unavailable, "pull_progress_timeout")
 	requireBounded(t, "PullImage from a stalling registry", took, faultPullTimeout)
