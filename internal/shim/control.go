@@ -29,7 +29,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	cctx, cancel := r.commandContext(ctx)
 	defer cancel()
 	if _, err := tasks.Start(cctx, &taskapi.StartRequest{ID: id}); err != nil {
-		return fmt.Errorf("start container %s: %w", id, rpcError(err))
+		return fmt.Errorf("start container %s: %w", id, timedOut(ctx, cctx, r.cfg.CommandTimeout, rpcError(err)))
 	}
 	return nil
 }

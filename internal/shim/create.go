@@ -81,6 +81,7 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 		return 0, fmt.Errorf("create container %s: pod %s has no running shim: %w", id, podID, errdefs.ErrFailedPrecondition)
 	}
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
 	defer cancel()
 
@@ -133,7 +134,7 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 
 	if podID == id {
 		if p, err = r.startShim(ctx, id, opts.BundleDir, opts.ConmonCgroup); err != nil {
-			return 0, fmt.Errorf("create container %s: %w", id, err)
+			return 0, fmt.Errorf("create container %s: %w", id, timedOut(parent, ctx, r.cfg.CreateTimeout, err))
 		}
 		defer onError(ctx, &retErr, "stop shim", func(ctx context.Context) error {
 			return r.stopShim(ctx, p)
@@ -159,7 +160,7 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 		Options:  r.cfg.Options,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("create container %s: %w", id, rpcError(err))
+		return 0, fmt.Errorf("create container %s: %w", id, timedOut(parent, ctx, r.cfg.CreateTimeout, rpcError(err)))
 	}
 
 	c := newContainer(rec, dir, p, cio)

@@ -264,6 +264,22 @@ func (r *Runtime) commandContext(ctx context.Context) (context.Context, context.
 	return context.WithTimeout(ctx, r.cfg.CommandTimeout)
 }
 
+// timedOut explains err, the error of a call bounded by cctx (a child of
+// ctx with the handler's timeout), when that timeout has passed. The shim
+// gets the deadline with the call and may answer first, with the error of
+// the runtime it killed then: the call is still a timeout, and is
+// classified as one.
+func timedOut(ctx, cctx context.Context, timeout time.Duration, err error) error {
+	deadline, ok := cctx.Deadline()
+	if err == nil || ctx.Err() != nil || !ok || time.Now().Before(deadline) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within the runtime handler's timeout (%s): %w", timeout, err)
+	}
+	return fmt.Errorf("no answer within the runtime handler's timeout (%s): %w: %v", timeout, context.DeadlineExceeded, err)
+}
+
 // onError runs undo when *errp is set at return, on a context that
 // outlives the caller's cancellation but stays bounded.
 func onError(ctx context.Context, errp *error, step string, undo func(context.Context) error) {
