@@ -3,6 +3,11 @@
 # podbay-bench. For each concurrency it runs two modes, each against a fresh
 # podbayd (so that the daemon's latency summaries cover that mode alone):
 #   pods        N pods run, stopped and removed;
+#   restart     once, not per concurrency: podbay-bench starts podbayd,
+#               SIGKILLs it and starts it again, 5 times with no pods and
+#               5 times with RESTART_PODS (default 100) pods each running a
+#               container, and prints the time from exec to answering
+#               Version (restart to serving);
 #   containers  N pods, each with one busybox container created, started,
 #               stopped once its shell has logged that it traps SIGTERM (a
 #               graceful stop: it exits 0; timeout 10 s) and removed, before
@@ -42,7 +47,8 @@ set -euo pipefail
 
 N=${N:-50}
 CONCURRENCY=${CONCURRENCY:-"1 10"}
-MODES=${MODES:-"pods containers"}
+MODES=${MODES:-"pods containers restart"}
+RESTART_PODS=${RESTART_PODS:-100}
 
 readonly net_name=pbbench
 readonly bridge=pbbench0
@@ -57,7 +63,7 @@ for c in $CONCURRENCY; do
 	[[ $c =~ ^[1-9][0-9]*$ ]] || die "CONCURRENCY must list positive integers, got '$CONCURRENCY'"
 done
 for m in $MODES; do
-	[[ $m == pods || $m == containers ]] || die "MODES must list pods and/or containers, got '$MODES'"
+	[[ $m == pods || $m == containers || $m == restart ]] || die "MODES must list pods, containers and/or restart, got '$MODES'"
 done
 for tool in go "${RUNTIME:-runc}" conmon ip ss iptables-save iptables-restore setsid; do
 	command -v "$tool" >/dev/null || die "$tool not found in PATH"
@@ -333,7 +339,29 @@ echo "bench: N=$N per mode, concurrency $CONCURRENCY, modes $MODES, network $sub
 
 for c in $CONCURRENCY; do
 	for mode in $MODES; do
+		[ "$mode" != restart ] || continue
 		echo
 		bench_mode "$mode" "$c"
 	done
 done
+
+# bench_restart: podbay-bench owns the daemon here (it kills and restarts
+# it by the PID it started).
+bench_restart() {
+	local daemon_log=$tmp/podbayd-restart.log
+	rm -f "$sock"
+	echo
+	if ! "$bin/podbay-bench" --socket "$sock" -mode restart -n "$RESTART_PODS" -image "$image" -fresh-pull \
+		-log-dir "$pod_log_dir" -daemon-log "$daemon_log" -- \
+		"$bin/podbayd" --config "$config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
+		--registries-conf "$registries_conf" --log-level info; then
+		log "mode restart failed"
+		exit 1
+	fi
+	if grep -q 'level=ERROR' "$daemon_log"; then
+		log "podbayd logged errors during mode restart:"
+		grep 'level=ERROR' "$daemon_log" | head -n 20 >&2
+		failed=1
+	fi
+}
+case " $MODES " in *" restart "*) bench_restart ;; esac

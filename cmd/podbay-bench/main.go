@@ -78,6 +78,8 @@ type options struct {
 	freshPull   bool          // remove -image before the timed pull
 	stopTimeout time.Duration // StopContainer's grace period
 	logDir      string        // parent of the pods' log directories; "" for none
+	daemon      []string      // the restart mode's podbayd command line
+	daemonLog   string        // where the restart mode's podbayd logs
 }
 
 func main() {
@@ -116,6 +118,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if opts.metricsURL != "" {
 		b.metrics = &scraper{url: opts.metricsURL}
 	}
+	if opts.mode == modeRestart {
+		return b.runRestart(ctx, opts.daemon, opts.daemonLog)
+	}
 
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	v, err := b.client.Version(vctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true))
@@ -152,7 +157,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	var o options
 	fs.StringVar(&o.socket, "socket", "/run/podbay/podbay.sock", "podbayd's CRI socket")
-	fs.StringVar(&o.mode, "mode", modePods, "what to time: pods (run, stop, remove a pod) or containers (a pod with one container, created to removed)")
+	fs.StringVar(&o.mode, "mode", modePods, "what to time: pods (run, stop, remove a pod), containers (a pod with one container, created to removed) or restart (SIGKILL and restart the daemon given after the flags, with no pods and with -n pods)")
 	fs.IntVar(&o.pods, "n", 50, "lifecycles (pods) at each concurrency")
 	conc := fs.String("concurrency", "1,10", "comma-separated concurrency levels, run one after the other")
 	fs.StringVar(&o.metricsURL, "metrics", "", "daemon's Prometheus endpoint, e.g. http://127.0.0.1:9090/metrics")
@@ -161,12 +166,22 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.image, "image", "", "the container mode's image, with a busybox sh and sleep, e.g. 127.0.0.1:5000/test/busybox:latest")
 	fs.BoolVar(&o.freshPull, "fresh-pull", false, "remove -image first if the daemon has it, so that the timed pull is a first pull (for a daemon the bench owns)")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "StopContainer's timeout (whole seconds) before SIGKILL")
+	fs.StringVar(&o.daemonLog, "daemon-log", "podbayd-restart.log", "-mode restart: the daemon's log `file` (appended)")
 	fs.StringVar(&o.logDir, "log-dir", "", "give each pod a log directory under this `dir`, as kubelet does, and remove it after the pod; the container mode needs it, and runs on the daemon's host")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	switch o.mode {
 	case modePods:
+	case modeRestart:
+		// The daemon command follows the flags: podbay-bench starts,
+		// kills and restarts it itself.
+		if fs.NArg() == 0 || o.image == "" || o.logDir == "" {
+			return o, errors.New("-mode restart needs -image, -log-dir and the podbayd command line after the flags")
+		}
+		o.daemon = fs.Args()
+		o.concurrency = []int{1}
+		return o, nil
 	case modeContainers:
 		if o.image == "" {
 			return o, errors.New("-mode containers needs -image")
@@ -177,7 +192,7 @@ func parseFlags(args []string) (options, error) {
 			return o, errors.New("-mode containers needs -log-dir")
 		}
 	default:
-		return o, fmt.Errorf("-mode: want %s or %s, got %q", modePods, modeContainers, o.mode)
+		return o, fmt.Errorf("-mode: want %s, %s or %s, got %q", modePods, modeContainers, modeRestart, o.mode)
 	}
 	if o.logDir != "" && !filepath.IsAbs(o.logDir) {
 		return o, fmt.Errorf("-log-dir must be an absolute path, got %q", o.logDir)
