@@ -10,7 +10,7 @@ BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdri
 export GOFLAGS := -tags=$(BUILDTAGS)
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images install clean
+.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images install clean chaos
 
 all: build
 
@@ -56,6 +56,24 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go run $(STATICCHECK) ./...
+
+# The chaos suite at full size: a kill-free soak of CHAOS_SOAK lifecycles
+# (RSS, fds and goroutines before and after), then CHAOS_LIFECYCLES pod +
+# container lifecycles from CHAOS_CONCURRENCY clients while podbayd is
+# SIGKILLed and restarted about every CHAOS_KILL_EVERY and conmon, shim and
+# pause processes are killed under it; then every pod must be removable and
+# nothing may be left on the host. CHAOS_TYPE=vm runs the suite's main
+# handler as vm (there is always one of each type). `make test` runs a
+# bounded TestChaos in both modes.
+CHAOS_LIFECYCLES ?= 1000
+CHAOS_SOAK       ?= 1000
+CHAOS_CONCURRENCY ?= 10
+CHAOS_KILL_EVERY ?= 3s
+CHAOS_TYPE       ?= oci
+chaos: deps-test
+	PODBAY_TEST_RUNTIME_TYPE=$(CHAOS_TYPE) PODBAY_CHAOS_LIFECYCLES=$(CHAOS_LIFECYCLES) PODBAY_CHAOS_SOAK=$(CHAOS_SOAK) \
+	PODBAY_CHAOS_CONCURRENCY=$(CHAOS_CONCURRENCY) PODBAY_CHAOS_KILL_EVERY=$(CHAOS_KILL_EVERY) \
+	go test -count=1 -run '^TestChaos$$' -v -timeout 120m ./test/integration/ 2>&1 | grep -E '^(chaos|---|ok|FAIL|PASS)|chaos_test.go'; exit $${PIPESTATUS[0]}
 
 # Pod latency (serial and 10 at a time) through a real daemon, then image
 # pull and lookup latency with 100 images stored.

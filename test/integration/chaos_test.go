@@ -91,10 +91,11 @@ func TestChaos(t *testing.T) {
 
 	// Soak: lifecycles with no kills; the daemon must give back what
 	// they took.
+	warmup := min(o.soak, 20)
 	if o.soak > 0 {
-		ch.run(t, 0, o.soak, o.concurrency, o.seed) // warm up: caches, pools, the first pod's work
+		ch.run(t, 0, warmup, o.concurrency, o.seed) // caches, pools, the first pod's work
 		before := ch.daemonUsage(t)
-		ch.run(t, o.soak, o.soak, o.concurrency, o.seed+1)
+		ch.run(t, warmup, o.soak, o.concurrency, o.seed+1)
 		ch.waitIdle(t)
 		after := ch.daemonUsage(t)
 		t.Logf("soak: %d lifecycles: %s → %s", o.soak, before, after)
@@ -114,7 +115,7 @@ func TestChaos(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ch.run(t, 2*o.soak, o.lifecycles, o.concurrency, o.seed+2)
+		ch.run(t, warmup+o.soak, o.lifecycles, o.concurrency, o.seed+2)
 	}()
 	rng := rand.New(rand.NewPCG(o.seed, 3))
 	ch.killUntil(t, done, rng, o.killEvery)
@@ -171,7 +172,7 @@ type chaos struct {
 // dial opens the clients' own connection, which outlives restarts (the
 // env's is replaced at every start).
 func (ch *chaos) dial(t *testing.T) {
-	conn, err := grpc.NewClient("unix://"+ch.e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+ch.e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()), quickReconnect)
 	if err != nil {
 		t.Fatal(err)
 	}

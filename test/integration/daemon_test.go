@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -62,7 +63,7 @@ func (e *env) start(failpoints string) {
 		close(exited)
 	}()
 
-	conn, err := grpc.NewClient("unix://"+e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()), quickReconnect)
 	if err != nil {
 		e.t.Fatalf("grpc client: %v", err)
 	}
@@ -90,6 +91,14 @@ func (e *env) start(failpoints string) {
 	}
 	e.t.Fatalf("podbayd did not serve within %v (last error %v):\n%s", startTimeout, lastErr, e.logTail(60))
 }
+
+// quickReconnect keeps gRPC's reconnect backoff short: a restarted daemon
+// is seen as soon as it serves, not after the default backoff (1 s and
+// growing) that a refused connection to the old socket started.
+var quickReconnect = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+	MinConnectTimeout: 5 * time.Second,
+})
 
 // running reports whether this env's podbayd process is alive.
 func (e *env) running() bool {
