@@ -245,5 +245,12 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") {
 		return errInvalid(fmt.Sprintf("log path %q must be relative to the pod's log directory", lp))
 	}
+	for _, name := range strings.Split(cfg.GetLogPath(), "/") {
+		// Longer than NAME_MAX, conmon fails to open the log and dies
+		// before podbay can move it to its cgroup (found by TestCRIFuzz).
+		if len(name) > 255 {
+			return errInvalid(fmt.Sprintf("log path %.64q...: a name longer than 255 bytes", cfg.GetLogPath()))
+		}
+	}
 	return nil
 }

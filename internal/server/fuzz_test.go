@@ -267,6 +267,8 @@ func FuzzCreateContainer(f *testing.F) {
 		mod(func(*runtimeapi.ContainerConfig) {}),
 		mod(func(c *runtimeapi.ContainerConfig) { c.Metadata.Name = "a/b" }),
 		mod(func(c *runtimeapi.ContainerConfig) { c.LogPath = "../../etc/passwd" }),
+		// TestCRIFuzz: conmon died on a log name longer than NAME_MAX.
+		mod(func(c *runtimeapi.ContainerConfig) { c.LogPath = strings.Repeat("y", 4096) }),
 		mod(func(c *runtimeapi.ContainerConfig) { c.Mounts[0].HostPath = "relative" }),
 		mod(func(c *runtimeapi.ContainerConfig) { c.Mounts[0].HostPath = "/missing" }),
 		mod(func(c *runtimeapi.ContainerConfig) { c.Mounts[1].ContainerPath = "/data" }),
@@ -305,7 +307,8 @@ func FuzzCreateContainer(f *testing.F) {
 		if n := cfg.GetMetadata().GetName(); n == "" || strings.ContainsAny(n, "/\x00") {
 			t.Fatalf("validation let container name %q through", n)
 		}
-		if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") {
+		if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") ||
+			slices.ContainsFunc(strings.Split(lp, "/"), func(n string) bool { return len(n) > 255 }) {
 			t.Fatalf("validation let log path %q through", lp)
 		}
 		// Host paths under the scratch directory.
