@@ -23,17 +23,30 @@ const (
 	// restoreTimeout bounds each call to a shim while New takes over.
 	restoreTimeout = 10 * time.Second
 	quarantineDir  = "quarantine"
+	// cleanupDirPrefix names the working directories of the shim
+	// binary's delete (see runShimDelete).
+	cleanupDirPrefix = "cleanup-"
 )
 
 // restore takes over the pods and containers recorded in StateDir, after
 // the daemon restarted. Bad records are logged and moved to the quarantine
-// directory; they do not keep the Runtime from starting.
+// directory; they do not keep the Runtime from starting. A directory
+// without its record is what a daemon killed while making or removing it
+// left (records are written first, with atomicfile, and removed with their
+// directory): nothing was started from it, or all was stopped, so it is
+// removed.
 func (r *Runtime) restore() {
 	ctx := r.ctx
+	r.removeCleanupDirs(ctx)
 	for _, id := range r.recordIDs(podsDir) {
 		var rec podRecord
 		dir := r.podDir(id)
-		if err := readRecord(filepath.Join(dir, podFile), &rec); err != nil || rec.ID != id {
+		err := readRecord(filepath.Join(dir, podFile), &rec)
+		if errors.Is(err, os.ErrNotExist) {
+			r.removeIncomplete(ctx, dir, "pod")
+			continue
+		}
+		if err != nil || rec.ID != id {
 			r.quarantine(ctx, dir, "pod", err)
 			continue
 		}
@@ -45,7 +58,12 @@ func (r *Runtime) restore() {
 	for _, id := range r.recordIDs(containersDir) {
 		var rec containerRecord
 		dir := r.containerDir(id)
-		if err := readRecord(filepath.Join(dir, containerFile), &rec); err != nil || rec.ID != id {
+		err := readRecord(filepath.Join(dir, containerFile), &rec)
+		if errors.Is(err, os.ErrNotExist) {
+			r.removeIncomplete(ctx, dir, "container")
+			continue
+		}
+		if err != nil || rec.ID != id {
 			r.quarantine(ctx, dir, "container", err)
 			continue
 		}
@@ -101,6 +119,25 @@ func (r *Runtime) recordIDs(kind string) []string {
 		}
 	}
 	return ids
+}
+
+// removeIncomplete removes a record directory that holds no record.
+func (r *Runtime) removeIncomplete(ctx context.Context, dir, kind string) {
+	err := os.RemoveAll(dir)
+	log.G(ctx).Info("removed state without a record (daemon stopped while making or removing it)", "kind", kind, "dir", dir, "err", err)
+}
+
+// removeCleanupDirs removes the working directories of shim deletes that
+// a stopped daemon left.
+func (r *Runtime) removeCleanupDirs(ctx context.Context) {
+	matches, _ := filepath.Glob(filepath.Join(r.cfg.StateDir, cleanupDirPrefix+"*"))
+	for _, dir := range matches {
+		// Only the symlink to the bundle and an empty directory: the
+		// bundle itself is not followed.
+		if err := os.RemoveAll(dir); err != nil {
+			log.G(ctx).Warn("remove leftover shim delete directory", "dir", dir, "err", err)
+		}
+	}
 }
 
 // quarantine moves a bad record's directory out of the way.
@@ -214,7 +251,10 @@ func (r *Runtime) restoreContainer(ctx context.Context, rec containerRecord, p *
 
 	state, stateErr := r.taskState(ctx, c)
 	if errdefs.IsNotFound(stateErr) {
-		// Never created in the shim (the daemon stopped during Create).
+		// Never created in the shim (the daemon stopped during Create;
+		// the shim cancels a create whose connection is lost, which may
+		// leave the runtime's state: Delete cleans that up, see
+		// removeTask).
 		st := oci.ExitStatus{Code: 255, ExitedAt: time.Now()}
 		if err := writeExit(dir, st); err != nil {
 			log.G(ctx).Error("record container exit", "err", err)

@@ -106,6 +106,67 @@ func TestRestoreRecords(t *testing.T) {
 	}
 }
 
+// TestRestoreRemovesIncompleteState starts a Runtime on state left by a
+// daemon killed while it made or removed a pod's or a container's
+// directory (no record in it, or only the temporary file of one) and
+// while a shim binary's delete ran (its working directory): that is
+// removed, not quarantined, and nothing is left.
+func TestRestoreRemovesIncompleteState(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	bundle := filepath.Join(dir, "bundle")
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{
+		filepath.Join(state, podsDir, "madepod"),
+		filepath.Join(state, containersDir, "madecontainer"),
+		filepath.Join(state, containersDir, "removedcontainer"),
+		filepath.Join(state, cleanupDirPrefix+"123", "work"),
+	} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, data := range map[string]string{
+		filepath.Join(state, podsDir, "madepod", "."+podFile+".tmp-1"):    `{"version":1,"id":"made`,
+		filepath.Join(state, containersDir, "removedcontainer", exitFile): `{"version":1,"code":0}`,
+	} {
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The link runShimDelete makes to the bundle, which must survive.
+	if err := os.Symlink(bundle, filepath.Join(state, cleanupDirPrefix+"123", "id")); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := New(Config{Name: "restore", ShimPath: "/bin/true", StateDir: state})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer r.Close()
+	entries, _ := os.ReadDir(state)
+	for _, e := range entries {
+		switch e.Name() {
+		case podsDir, containersDir, eventsSocket:
+		default:
+			t.Errorf("left in the state directory: %s", e.Name())
+		}
+	}
+	for _, kind := range []string{podsDir, containersDir} {
+		if left, _ := os.ReadDir(filepath.Join(state, kind)); len(left) > 0 {
+			t.Errorf("%s left: %v", kind, left)
+		}
+	}
+	if _, err := os.Stat(bundle); err != nil {
+		t.Errorf("bundle: %v", err)
+	}
+	if _, ok, err := r.Exited("removedcontainer"); ok || err != nil {
+		t.Errorf("Exited of a removed container = %v, %v", ok, err)
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	dir := t.TempDir()
 	for _, cfg := range []Config{
