@@ -38,9 +38,24 @@ run: deps build
 # proven with containerd-shim-runc-v2). critest's summary lines come last.
 test: deps-test lint
 	go test -race -count=1 ./...
+	$(MAKE) fuzz
 	PODBAY_TEST_RUNTIME_TYPE=vm go test -race -count=1 ./test/integration/
 	./hack/critest.sh
 	./hack/critest.sh --vm
+
+# A short run of every Go fuzz target, FUZZTIME each (6 targets: about a
+# minute and a half at 10s, builds included). Their seeds (f.Add and
+# testdata/fuzz) run with the unit tests too.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./internal/specgen:FuzzSandboxSpec ./internal/specgen:FuzzContainerSpec \
+	./internal/server:FuzzRunPodSandbox ./internal/server:FuzzCreateContainer ./internal/server:FuzzExecSync \
+	./internal/image:FuzzPullCandidates
+.PHONY: fuzz
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
 
 unit:
 	go test -race -count=1 $$(go list ./... | grep -v /test/)
