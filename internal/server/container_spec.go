@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -208,13 +210,40 @@ func seccompProfile(p *runtimeapi.SecurityProfile) (specgen.SeccompProfile, erro
 		if !filepath.IsAbs(path) {
 			return specgen.SeccompProfile{}, errInvalid(fmt.Sprintf("seccomp profile %q must be an absolute path", path))
 		}
-		b, err := os.ReadFile(path)
+		b, err := readSeccompProfile(path)
 		if err != nil {
 			return specgen.SeccompProfile{}, fmt.Errorf("read seccomp profile: %v: %w", err, errdefs.ErrInvalidArgument)
 		}
 		return specgen.SeccompProfile{Type: specgen.ProfileLocalhost, Localhost: b}, nil
 	}
 	return specgen.SeccompProfile{Type: specgen.ProfileUnconfined}, nil
+}
+
+// maxSeccompProfile bounds a Localhost seccomp profile; Docker's default
+// profile is about 20 KiB.
+const maxSeccompProfile = 1 << 20
+
+// readSeccompProfile reads the profile at path, which the client names: it
+// must be a regular file of at most maxSeccompProfile bytes, so that a FIFO,
+// a device such as /dev/zero or a huge file cannot stall the daemon or use
+// up its memory.
+func readSeccompProfile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() > maxSeccompProfile {
+		return nil, fmt.Errorf("%s is %d bytes, more than %d", path, st.Size(), maxSeccompProfile)
+	}
+	return io.ReadAll(io.LimitReader(f, maxSeccompProfile+1))
 }
 
 func appArmorProfile(p *runtimeapi.SecurityProfile) specgen.AppArmorProfile {

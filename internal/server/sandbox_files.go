@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -69,6 +70,15 @@ func resolvConf(dns *runtimeapi.DNSConfig) ([]byte, error) {
 			return nil, fmt.Errorf("read host resolv.conf: %w", err)
 		}
 		return b, nil
+	}
+	for _, list := range [][]string{dns.GetServers(), dns.GetSearches(), dns.GetOptions()} {
+		for _, v := range list {
+			// One word each: a space or newline would add entries or
+			// lines to the pod's resolv.conf that nobody asked for.
+			if v == "" || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+				return nil, errInvalid(fmt.Sprintf("DNS config entry %q must be one word", v))
+			}
+		}
 	}
 	var b strings.Builder
 	if len(dns.GetSearches()) > 0 {
