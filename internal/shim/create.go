@@ -146,9 +146,17 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 		return 0, fmt.Errorf("create container %s: %w", id, err)
 	}
 	// Registered before the call: a Create that timed out may have
-	// created the task all the same.
+	// created the task all the same, and one the shim cut short (its
+	// connection lost, or the shim killed) may have left the runtime's
+	// state, which the shim then no longer knows: its binary's delete
+	// removes that, before the shim's files in the bundle are.
 	defer onError(ctx, &retErr, "delete task", func(ctx context.Context) error {
-		return r.deleteTask(ctx, p, id)
+		deleted, err := r.deleteTask(ctx, p, id)
+		if deleted || (err != nil && !errors.Is(err, errShimGone)) {
+			return err
+		}
+		_, err = r.deleteDeadTask(ctx, id, opts.BundleDir)
+		return err
 	})
 	resp, err := tasks.Create(ctx, &taskapi.CreateTaskRequest{
 		ID:       id,
@@ -176,33 +184,37 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 	return int(resp.Pid), nil
 }
 
-// deleteTask kills and deletes task id in p's shim; a task the shim does
-// not know is not an error.
-func (r *Runtime) deleteTask(ctx context.Context, p *pod, id string) error {
+// deleteTask kills and deletes task id in p's shim. deleted is false when
+// the shim does not know the task (not an error): it was deleted already,
+// or never created, or its create was cut short, which may have left the
+// runtime's state behind (see deleteDeadTask).
+func (r *Runtime) deleteTask(ctx context.Context, p *pod, id string) (deleted bool, err error) {
 	tasks, err := p.task(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cctx, cancel := r.commandContext(ctx)
 	defer cancel()
 	_, err = tasks.Kill(cctx, &taskapi.KillRequest{ID: id, Signal: uint32(syscall.SIGKILL), All: true})
 	if err = rpcError(err); err != nil && !errdefs.IsNotFound(err) {
-		return fmt.Errorf("kill task: %w", err)
+		return false, fmt.Errorf("kill task: %w", err)
 	}
 	// The shim refuses to delete a task until its process has exited.
 	deadline := time.Now().Add(killWait)
 	for {
 		_, err = tasks.Delete(cctx, &taskapi.DeleteRequest{ID: id})
 		err = rpcError(err)
-		if err == nil || errdefs.IsNotFound(err) {
-			return nil
-		}
-		if !errors.Is(err, errdefs.ErrFailedPrecondition) || time.Now().After(deadline) {
-			return fmt.Errorf("delete task: %w", err)
+		switch {
+		case err == nil:
+			return true, nil
+		case errdefs.IsNotFound(err):
+			return false, nil
+		case !errors.Is(err, errdefs.ErrFailedPrecondition) || time.Now().After(deadline):
+			return false, fmt.Errorf("delete task: %w", err)
 		}
 		select {
 		case <-cctx.Done():
-			return fmt.Errorf("delete task: %w", cctx.Err())
+			return false, fmt.Errorf("delete task: %w", cctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

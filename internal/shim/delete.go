@@ -109,8 +109,17 @@ func (r *Runtime) removeTask(ctx context.Context, c *container) error {
 		return fmt.Errorf("still running %v after SIGKILL", killWait)
 	}
 	if !c.pod.isDead() {
-		err := r.deleteTask(ctx, c.pod, c.id)
-		if err == nil || !errors.Is(err, errShimGone) || !c.pod.isDead() {
+		deleted, err := r.deleteTask(ctx, c.pod, c.id)
+		switch {
+		case deleted:
+			return nil
+		case err == nil:
+			// The shim does not know the task: its create may have been
+			// cut short (the daemon killed during Create, the shim
+			// cancelling it with the connection), leaving the runtime's
+			// state and cgroup, which the shim binary's delete removes.
+			log.G(ctx).Debug("shim does not know the task; cleaning up what its create may have left", "id", c.id)
+		case !errors.Is(err, errShimGone) || !c.pod.isDead():
 			return err
 		}
 	}

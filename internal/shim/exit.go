@@ -152,8 +152,8 @@ func (r *Runtime) recordExit(ctx context.Context, c *container, st oci.ExitStatu
 	log.G(ctx).Debug("container exited", "code", st.Code)
 }
 
-// deleteDeadShimTask deletes the task of c after its shim died, once,
-// and returns its exit status. As containerd's cleanupAfterDeadShim, this
+// deleteDeadShimTask deletes the task of c after its shim died, or when
+// its live shim does not know it, once, and returns its exit status. As containerd's cleanupAfterDeadShim, this
 // is best effort: a failure is logged and the exit status is then 255
 // (the task may never have been created, when the daemon stopped during
 // Create).

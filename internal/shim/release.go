@@ -42,10 +42,16 @@ func (r *Runtime) releaseIfDone(ctx context.Context, p *pod) {
 	}
 	ctx = log.With(ctx, "pod", p.id)
 	for _, c := range cs {
-		if err := r.deleteTask(ctx, p, c.id); err != nil {
+		deleted, err := r.deleteTask(ctx, p, c.id)
+		if err != nil {
 			// Kept: Delete tries again.
 			log.G(ctx).Warn("release stopped pod's shim: delete task", "id", c.id, "err", err)
 			return
+		}
+		if !deleted {
+			// Unknown to the shim: Delete cleans up after its create
+			// (see removeTask).
+			continue
 		}
 		// Deleted properly: nothing for a dead-shim cleanup to do.
 		st, _ := c.exitStatus()

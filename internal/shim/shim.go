@@ -501,11 +501,13 @@ func waitClosed(ctx context.Context, ch <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// deleteDeadTask runs `<shim> … delete` for a task whose shim died, as
-// containerd's cleanupAfterDeadShim does: the shim binary deletes what
-// the dead shim left of the task (runc-v2: `runc delete --force`, which
-// kills what still runs). It returns the exit status the command reports
-// (128+SIGKILL).
+// deleteDeadTask runs `<shim> … delete` for a task whose shim died, or
+// which its shim does not know, as containerd's cleanupAfterDeadShim does:
+// the shim binary deletes what is left of the task (runc-v2: `runc delete
+// --force`, which kills what still runs and removes runc's state, that of
+// a create cut short included). Then the container's cgroup is removed if
+// still there (see removeTaskCgroup). It returns the exit status the
+// command reports (128+SIGKILL).
 //
 // The runc-v2 shim finds the bundle as <working directory>/../<id>
 // (containerd's layout); the command runs in a directory made for it next
@@ -517,7 +519,17 @@ func (r *Runtime) deleteDeadTask(ctx context.Context, id, bundle string) (oci.Ex
 		log.G(ctx).Warn("bundle of a dead shim's task is gone; skipping its cleanup", "id", id, "bundle", bundle, "err", err)
 		return exit, nil
 	}
-	dir, err := os.MkdirTemp(r.cfg.StateDir, "cleanup-")
+	exit, err := r.runShimDelete(ctx, id, bundle, exit)
+	if cerr := removeTaskCgroup(ctx, bundle); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return exit, err
+}
+
+// runShimDelete runs the shim binary's delete for task id (see
+// deleteDeadTask) and returns the exit status it reports, else exit.
+func (r *Runtime) runShimDelete(ctx context.Context, id, bundle string, exit oci.ExitStatus) (oci.ExitStatus, error) {
+	dir, err := os.MkdirTemp(r.cfg.StateDir, cleanupDirPrefix)
 	if err != nil {
 		return exit, err
 	}
