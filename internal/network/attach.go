@@ -24,6 +24,18 @@ const (
 	cleanupTimeout = 30 * time.Second
 )
 
+// loopbackList is loopbackConf as a one-plugin list. DEL goes through it:
+// libcni's list DEL drops a cache entry it cannot read (a daemon killed
+// while libcni wrote it leaves it torn) and still runs the plugin, where
+// the single-network DEL fails on it for ever, and the pod with it.
+var loopbackList = func() *libcni.NetworkConfigList {
+	list, err := libcni.ConfListFromConf(loopbackConf)
+	if err != nil {
+		panic(err)
+	}
+	return list
+}()
+
 // loopbackConf is the loopback plugin's network. It is parsed once and never
 // modified (libcni copies a config before injecting into it).
 var loopbackConf = func() *libcni.NetworkConfig {
@@ -143,7 +155,7 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 		if mainAttempted {
 			errs = append(errs, m.cni.DelNetworkList(ctx, sel.list, rt))
 		}
-		errs = append(errs, m.cni.DelNetwork(ctx, loopbackConf, loopbackRuntimeConf(rt)))
+		errs = append(errs, m.cni.DelNetworkList(ctx, loopbackList, loopbackRuntimeConf(rt)))
 		if err := errors.Join(errs...); err != nil {
 			log.G(ctx).Error("rollback step failed", "step", "cni del after failed add", "id", att.ID, "err", err)
 		}
@@ -205,7 +217,7 @@ func (m *Manager) Teardown(ctx context.Context, att Attachment) error {
 		errs = append(errs, m.delCurrent(ctx, rt))
 	}
 	if !haveLo {
-		if err := m.cni.DelNetwork(ctx, loopbackConf, loopbackRuntimeConf(rt)); err != nil {
+		if err := m.cni.DelNetworkList(ctx, loopbackList, loopbackRuntimeConf(rt)); err != nil {
 			errs = append(errs, fmt.Errorf("cni del network %q for %s: %w", loopbackNetwork, att.ID, err))
 		}
 	}

@@ -391,3 +391,33 @@ func TestConcurrentSetupTeardown(t *testing.T) {
 		t.Errorf("%d plugin calls, want %d", len(calls), 4*n)
 	}
 }
+
+// A daemon killed while libcni wrote the "lo" cache entry leaves it torn;
+// Teardown must still release the pod (it used to fail on every retry, so
+// the pod could never be removed) and drop the entry.
+func TestTeardownWithTornLoopbackCache(t *testing.T) {
+	ctx := context.Background()
+	m, logDir := newUnitManager(t, map[string]string{"10-a.conflist": conflist("neta", "1.0.0", "rec")})
+	att := testAttachment()
+	if _, err := m.Setup(ctx, att); err != nil {
+		t.Fatal(err)
+	}
+	lo := filepath.Join(m.cfg.CacheDir, "results", loopbackNetwork+"-"+att.ID+"-"+loopbackIfName)
+	data, err := os.ReadFile(lo)
+	if err != nil {
+		t.Fatalf("no lo cache entry to tear: %v", err)
+	}
+	if err := os.WriteFile(lo, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Teardown(ctx, Attachment{ID: att.ID}); err != nil {
+		t.Fatalf("Teardown with a torn lo cache entry: %v", err)
+	}
+	findCall(t, invocations(t, logDir), "loopback", "DEL", "lo")
+	if _, err := os.Stat(lo); !os.IsNotExist(err) {
+		t.Errorf("torn cache entry still there: %v", err)
+	}
+	if c, err := m.Cached(); err != nil || len(c) != 0 {
+		t.Errorf("Cached after Teardown = %+v, %v", c, err)
+	}
+}
