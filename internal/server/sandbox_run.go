@@ -380,6 +380,12 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 		if pm.GetContainerPort() <= 0 || pm.GetContainerPort() > 65535 || pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
 			return fmt.Errorf("port mapping %d:%d is out of range: %w", pm.GetHostPort(), pm.GetContainerPort(), errdefs.ErrInvalidArgument)
 		}
+		// Refused here, before anything is made: CNI refuses it too, in
+		// ADD and again in the DEL that undoes it, which left the pod
+		// unremovable.
+		if _, ok := runtimeapi.Protocol_name[int32(pm.GetProtocol())]; !ok {
+			return fmt.Errorf("port mapping %d:%d has unknown protocol %d: %w", pm.GetHostPort(), pm.GetContainerPort(), pm.GetProtocol(), errdefs.ErrInvalidArgument)
+		}
 	}
 	return nil
 }

@@ -451,6 +451,19 @@ func TestRecoveryRunsInBackground(t *testing.T) {
 	<-e.srv.Recovered()
 }
 
+// A port mapping with a protocol the CRI does not define is refused before
+// anything is made (the CNI plugins refused it in ADD and again in the DEL
+// of the undo, which left the pod for ever).
+func TestRunPodSandboxRefusesUnknownProtocol(t *testing.T) {
+	e := newTestEnv(t, "")
+	cfg := podConfig("badproto")
+	cfg.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol(-1), ContainerPort: 80, HostPort: 8080}}
+	if _, err := e.run(t, cfg); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("RunPodSandbox with protocol -1: %v, want InvalidArgument", err)
+	}
+	e.assertNothingHeld(t)
+}
+
 func TestStatusNetworkNotReady(t *testing.T) {
 	e := newTestEnv(t, "")
 	e.net.statusErr = errors.New("no network config found in /etc/cni/net.d")
