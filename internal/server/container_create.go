@@ -245,6 +245,11 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") {
 		return errInvalid(fmt.Sprintf("log path %q must be relative to the pod's log directory", lp))
 	}
+	if lp := cfg.GetLogPath(); lp != "" && (filepath.Clean(lp) == "." || strings.HasSuffix(lp, "/")) {
+		// The log directory itself, or a directory in it: conmon cannot
+		// open it as a file and dies (found by TestCRIFuzz).
+		return errInvalid(fmt.Sprintf("log path %q must name a file in the pod's log directory", lp))
+	}
 	for _, name := range strings.Split(cfg.GetLogPath(), "/") {
 		// Longer than NAME_MAX, conmon fails to open the log and dies
 		// before podbay can move it to its cgroup (found by TestCRIFuzz).

@@ -55,6 +55,8 @@ func TestValidateContainerConfig(t *testing.T) {
 		{"no image", &runtimeapi.ContainerConfig{Metadata: md}, false},
 		{"absolute log path", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "/etc/x"}, false},
 		{"escaping log path", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "../x"}, false},
+		{"log path is the log dir", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "."}, false},
+		{"log path is a dir", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "c/"}, false},
 		{"group without user", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: sc(&runtimeapi.LinuxContainerSecurityContext{
 			RunAsGroup: &runtimeapi.Int64Value{Value: 1}})}, false},
 		{"group with user", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: sc(&runtimeapi.LinuxContainerSecurityContext{
