@@ -67,7 +67,7 @@ readonly subnet=10.197.0.0/24
 allowed_failures=(
 	# critest pulls gcr.io/k8s-staging-cri-tools/test-image-digest by the
 	# digest sha256:9700f9..., which no offline rebuild can reproduce;
-	# containerd 1.6 fails it on this machine too (shared/HOST-NOTES.md).
+	# containerd 1.6 fails it on this machine too.
 	'Image Manager public image with digest should be pulled and removed'
 )
 

@@ -335,7 +335,8 @@ func findPause(configured string) (string, error) {
 
 // minOOMScoreAdj returns the lowest oom_score_adj podbay may ask a runtime
 // for, or nil for no limit. Without CAP_SYS_RESOURCE a process cannot lower
-// its score, and runc then fails to start the container (HOST-NOTES.md).
+// its score, and runc then fails to start the container: with the sandbox
+// default of -998 no pod would start on such a host.
 func minOOMScoreAdj(mode string) (*int, error) {
 	restrict := mode == "true"
 	if mode == "auto" {

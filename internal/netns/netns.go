@@ -4,9 +4,9 @@
 //
 // A namespace is pinned by bind-mounting /proc/self/task/<tid>/ns/net of a
 // thread that unshared it onto a file, the way `ip netns add` does; the
-// namespace then lives as long as the mount, independent of any process. The
-// seed design keeps the file after Stop (unmount only) and deletes it on
-// Remove.
+// namespace then lives as long as the mount, independent of any process. A
+// pod's file is kept after Stop (unmount only) and deleted on Remove
+// (docs/design.md, "StopPodSandbox" and "RemovePodSandbox").
 package netns
 
 import (

@@ -7,7 +7,7 @@
 // The package does not create or own network namespaces: the caller pins one
 // and passes its path. It does not know about CRI types either: requests come
 // in as plain structs (Attachment) and results go out as Settings, the
-// persisted, inspect-visible network settings of the seed's schema.
+// persisted, inspect-visible network settings.
 package network
 
 import (

@@ -14,8 +14,8 @@ import (
 )
 
 // Settings are a sandbox's network settings, persisted with the sandbox and
-// shown by inspect. The JSON field names are exactly those of the seed's
-// network settings schema (seeds/000, "network Settings"). Setup fills
+// shown by inspect. The JSON field names are a fixed schema that inspect's
+// readers depend on (docs/design.md, "Network settings"). Setup fills
 // everything but SandboxID, SandboxKey and Activation, which belong to the
 // caller.
 type Settings struct {

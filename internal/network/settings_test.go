@@ -141,7 +141,7 @@ func TestSettingsFromResult(t *testing.T) {
 }
 
 func TestSettingsJSONFieldNames(t *testing.T) {
-	// The seed's network settings schema (seeds/000, 3.2).
+	// The network settings schema (docs/design.md, "Network settings").
 	want := []string{
 		"Activation", "Bridge", "CNIPorts", "EndpointID", "Gateway", "GlobalIPv6Address",
 		"GlobalIPv6PrefixLen", "IPAddress", "IPPrefixLen", "IPv6Gateway", "LinkLocalIPv6Address",

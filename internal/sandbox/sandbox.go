@@ -86,7 +86,7 @@ type Record struct {
 	// ContainerCreated is set once the runtime has created the sandbox
 	// container, so recovery knows there is runtime state to delete.
 	ContainerCreated bool `json:"containerCreated,omitempty"`
-	// NetworkSettings follow the seed's schema; SandboxKey is the netns path.
+	// NetworkSettings are what inspect shows; SandboxKey is the netns path.
 	NetworkSettings network.Settings `json:"networkSettings"`
 	// NetworkSetup is set from just before CNI ADD is issued until CNI DEL
 	// succeeds: while it is set, the pod may hold CNI resources.

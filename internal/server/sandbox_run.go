@@ -33,8 +33,8 @@ const (
 	AnnotationNetworkOrder = "podbay.io/network-order"
 )
 
-// RunPodSandbox creates and starts a pod sandbox, following DESIGN.md's
-// normative flow. The work runs detached from the client's cancellation: if
+// RunPodSandbox creates and starts a pod sandbox, following the flow in
+// docs/design.md ("RunPodSandbox"). The work runs detached from the client's cancellation: if
 // the kubelet's deadline expires first, the sandbox is finished anyway and
 // parked, and the kubelet's retry with the same metadata gets it instead of
 // a "name is reserved" error (CRI-O does the same).
@@ -211,7 +211,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 }
 
 // setupNetwork runs CNI ADD into the sandbox key and persists the network
-// settings, before and after ADD as the seed design does: before, so that a
+// settings, before and after ADD: before, so that a
 // crash during ADD leaves a record saying DEL is owed.
 func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att network.Attachment, timer *metrics.Timer) error {
 	rec := sb.Update(func(r *sandbox.Record) { r.NetworkSetup = true })

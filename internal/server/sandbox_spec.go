@@ -40,7 +40,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		SupplementalGroups: sc.GetSupplementalGroups(),
 		Privileged:         sc.GetPrivileged(),
 		// A privileged pod gets what the daemon has, not every capability
-		// (CAP_SYS_RESOURCE may be missing, as on HOST-NOTES' VM).
+		// (CAP_SYS_RESOURCE may be missing: some VMs withhold it from root).
 		Capabilities: s.host.Capabilities,
 		Annotations:  passThrough(s.cfg.Runtimes[rec.RuntimeHandler].PodAnnotations, cfg.GetAnnotations()),
 	}

@@ -13,7 +13,7 @@ import (
 
 // sandboxInfo is the verbose PodSandboxStatus info (key "info"), which
 // `crictl inspectp` and `podbay inspect` print. Its networkSettings carry the
-// seed's schema, SandboxKey included.
+// fixed schema of docs/design.md ("Network settings"), SandboxKey included.
 type sandboxInfo struct {
 	ID              string          `json:"id"`
 	Name            string          `json:"name"`

@@ -15,9 +15,9 @@ import (
 )
 
 // StopPodSandbox stops a pod: tears its network down (CNI DEL, then unmount
-// of the namespace, keeping the file, per the seed design) and stops the
-// sandbox container. The CRI spec requires it to be idempotent, and a
-// sandbox that is already gone is not an error.
+// of the namespace, keeping the file) and stops the sandbox container, as
+// docs/design.md ("StopPodSandbox") describes. The CRI spec requires it to
+// be idempotent, and a sandbox that is already gone is not an error.
 func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	sb, err := s.index.Get(req.GetPodSandboxId())
 	if err != nil {

@@ -41,7 +41,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 	ip := e.requireIPInSubnet(t, podIP(st))
 
-	// Verbose info carries the seed's network settings.
+	// Verbose info carries the persisted network settings.
 	ns := info.NetworkSettings
 	if info.ID != web {
 		t.Errorf("info id %q, want %q", info.ID, web)
@@ -245,7 +245,7 @@ func (e *env) requireLeakCheckerSees(t *testing.T, ids ...string) {
 }
 
 // TestRemoveWithoutStop: RemovePodSandbox of a ready pod stops it first
-// (DESIGN.md: "Remove: stop if needed").
+// (docs/design.md, "RemovePodSandbox", step 2).
 func TestRemoveWithoutStop(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
