@@ -34,10 +34,11 @@ const (
 )
 
 // RunPodSandbox creates and starts a pod sandbox, following the flow in
-// docs/design.md ("RunPodSandbox"). The work runs detached from the client's cancellation: if
-// the kubelet's deadline expires first, the sandbox is finished anyway and
-// parked, and the kubelet's retry with the same metadata gets it instead of
-// a "name is reserved" error (CRI-O does the same).
+// docs/design.md ("RunPodSandbox"). The work runs detached from the
+// client's cancellation: if the kubelet's deadline expires first, the
+// sandbox is finished anyway and parked, and the kubelet's retry with the
+// same metadata gets it instead of a "name is reserved" error (CRI-O does
+// the same).
 func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
 	cfg := req.GetConfig()
 	if err := validateSandboxConfig(cfg); err != nil {
