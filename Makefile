@@ -8,6 +8,9 @@ BIN     ?= bin
 # (gpgme, btrfs, devicemapper) out of the build: no extra C libraries.
 BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
 export GOFLAGS := -tags=$(BUILDTAGS)
+# Only a podbayd built with the failpoints tag reads PODBAY_FAILPOINTS; the
+# integration tests build theirs so. `make build` does not.
+FAILPOINTTAGS := $(BUILDTAGS),failpoints
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
 .PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images install clean chaos
@@ -42,6 +45,7 @@ run: deps build
 CRI_FUZZ_SEED ?= 1795472989616672770
 test: deps-test lint
 	PODBAY_CRI_FUZZ_SEED=$(CRI_FUZZ_SEED) go test -race -count=1 ./...
+	go test -race -count=1 -tags=$(FAILPOINTTAGS) ./internal/failpoint
 	$(MAKE) fuzz
 	PODBAY_CRI_FUZZ_SEED=$(CRI_FUZZ_SEED) PODBAY_TEST_RUNTIME_TYPE=vm go test -race -count=1 ./test/integration/
 	./hack/critest.sh
@@ -63,6 +67,7 @@ fuzz:
 
 unit:
 	go test -race -count=1 $$(go list ./... | grep -v /test/)
+	go test -race -count=1 -tags=$(FAILPOINTTAGS) ./internal/failpoint
 
 integration: build
 	go test -race -count=1 -v ./test/integration/
@@ -74,6 +79,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	go vet -tags=$(FAILPOINTTAGS) ./internal/failpoint ./cmd/podbayd
 	go run $(STATICCHECK) ./...
 
 # The chaos suite at full size: a kill-free soak of CHAOS_SOAK lifecycles

@@ -109,7 +109,9 @@ func run() error {
 	}
 	ctx := log.WithLogger(context.Background(), logger)
 
-	fps, err := failpoint.Parse(os.Getenv(failpoint.EnvVar))
+	// Only a daemon built with the failpoints tag (the integration tests')
+	// reads PODBAY_FAILPOINTS; without it fps is empty.
+	fps, err := failpoint.FromEnv()
 	if err != nil {
 		return err
 	}

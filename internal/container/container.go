@@ -5,13 +5,10 @@ package container
 
 import (
 	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/podbay/podbay/internal/byid"
-	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/reserve"
+	"github.com/podbay/podbay/internal/nameindex"
 )
 
 // RecordVersion is the format version of persisted records.
@@ -132,125 +129,21 @@ func (c *Container) Update(fn func(*Record)) Record {
 	return c.rec
 }
 
-// Index is the in-memory set of containers and the reservation of their
-// names. Its lock guards its maps only; it never does I/O.
+// Index is the in-memory set of published containers and the reservation
+// of their names.
 type Index struct {
-	mu    sync.RWMutex
-	byID  map[string]*Container // guarded by mu
-	names map[string]string     // name → id of a published container; guarded by mu
-	// res holds names reserved by a CreateContainer at work and the
-	// containers parked for a retry; guarded by mu.
-	res reserve.Table
+	*nameindex.Index[*Container]
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{byID: map[string]*Container{}, names: map[string]string{}}
+	return &Index{nameindex.New("container", func(c *Container) string { return c.ID })}
 }
 
 // ErrNameReserved is wrapped when a name is taken by a published container.
-var ErrNameReserved = fmt.Errorf("name is reserved: %w", errdefs.ErrAlreadyExists)
+var ErrNameReserved = nameindex.ErrNameReserved
 
-// Reserve claims name for a new CreateContainer. If another request holds
-// it, Reserve returns that request's Pending (and no reservation) so that
-// the caller can wait for it; if a published container holds it, its
-// ID.
-func (x *Index) Reserve(name string) (mine, other *reserve.Pending, existing string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if p := x.res.Pending(name); p != nil {
-		return nil, p, ""
-	}
-	if id, ok := x.names[name]; ok {
-		return nil, nil, id
-	}
-	return x.res.Reserve(name), nil, ""
-}
-
-// Finish ends a reservation. On success c is published under name, and
-// parked if its requester already gave up; on failure the name is
-// released.
-func (x *Index) Finish(name string, p *reserve.Pending, c *Container, err error) {
-	x.mu.Lock()
-	id := ""
-	if err == nil && c != nil {
-		x.byID[c.ID] = c
-		x.names[name] = c.ID
-		id = c.ID
-	}
-	x.res.Finish(name, p, id, err)
-	x.mu.Unlock()
-	close(p.Done)
-}
-
-// Abandon records that the requester of p gave up (its deadline expired):
-// the container, once made, waits parked for the kubelet's retry.
-func (x *Index) Abandon(p *reserve.Pending) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.res.Abandon(p, x.byID[p.ID] != nil)
-}
-
-// Take hands the finished result of p to a request that waited for it: the
-// container is no longer parked for anyone else.
-func (x *Index) Take(p *reserve.Pending) (string, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.res.Take(p)
-}
-
-// TakeParked hands the parked container id to a retry and reports whether
-// it was parked.
-func (x *Index) TakeParked(id string) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.res.TakeParked(id)
-}
-
-// Add publishes a container (recovery at start-up).
-func (x *Index) Add(c *Container) {
-	rec := c.Record()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.byID[c.ID] = c
-	x.names[rec.Name] = c.ID
-}
-
-// Delete unpublishes a container and frees its name.
-func (x *Index) Delete(c *Container) {
-	rec := c.Record()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	delete(x.byID, c.ID)
-	x.res.Forget(c.ID)
-	if x.names[rec.Name] == c.ID {
-		delete(x.names, rec.Name)
-	}
-}
-
-// Has reports whether id is published.
-func (x *Index) Has(id string) bool {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	_, ok := x.byID[id]
-	return ok
-}
-
-// Get finds a container by full ID or unique ID prefix.
-func (x *Index) Get(idOrPrefix string) (*Container, error) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return byid.Lookup(x.byID, idOrPrefix, "container")
-}
-
-// List returns all published containers ordered by ID.
-func (x *Index) List() []*Container {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return byid.Sorted(x.byID)
-}
-
-// InSandbox returns the published containers of a sandbox.
+// InSandbox returns the published containers of a sandbox, ordered by ID.
 func (x *Index) InSandbox(sandboxID string) []*Container {
 	var out []*Container
 	for _, c := range x.List() {

@@ -1,7 +1,12 @@
 // Package failpoint injects failures at named steps, for tests that prove
-// every step's undo. A Set is parsed once at daemon start (from the
-// PODBAY_FAILPOINTS environment variable) and handed to the server through
-// its constructor; an empty Set does nothing and costs a map lookup.
+// every step's undo. A Set is parsed once at daemon start and handed to
+// the server through its constructor; the empty (nil) Set does nothing and
+// costs a nil check.
+//
+// Only a daemon built with the failpoints build tag arms failpoints from
+// the PODBAY_FAILPOINTS environment variable (FromEnv); the integration
+// tests build it so. A daemon built without the tag never reads it. Unit
+// tests hand a parsed Set to the server directly.
 //
 // Syntax: "point=[N*]action[,point=...]" where action is "error", "kill"
 // (the process SIGKILLs itself) or "sleep(DURATION)", and N limits the
@@ -20,7 +25,8 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
-// EnvVar names the environment variable podbayd reads failpoints from.
+// EnvVar names the environment variable a podbayd built with the
+// failpoints tag reads failpoints from.
 const EnvVar = "PODBAY_FAILPOINTS"
 
 type action struct {

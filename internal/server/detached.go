@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/reserve"
+	"github.com/podbay/podbay/internal/nameindex"
 )
 
 // RunPodSandbox and CreateContainer reserve their record's name, then do
@@ -15,10 +15,10 @@ import (
 // same metadata gets it instead of a "name is reserved" error.
 
 // nameIndex is an index whose names RunPodSandbox and CreateContainer
-// reserve (sandbox.Index, container.Index).
+// reserve (nameindex.Index).
 type nameIndex interface {
-	Reserve(name string) (mine, other *reserve.Pending, existing string)
-	Take(p *reserve.Pending) (string, error)
+	Reserve(name string) (mine, other *nameindex.Pending, existing string)
+	Take(p *nameindex.Pending) (string, error)
 	TakeParked(id string) bool
 }
 
@@ -27,7 +27,7 @@ type nameIndex interface {
 // and parked after its client gave up, or the result of one still at work,
 // waited for. Then mine is nil and id is that record's. A name held by a
 // published record that is not parked is an error wrapping reserved.
-func claim(ctx context.Context, x nameIndex, name string, reserved error) (mine *reserve.Pending, id string, err error) {
+func claim(ctx context.Context, x nameIndex, name string, reserved error) (mine *nameindex.Pending, id string, err error) {
 	mine, other, existing := x.Reserve(name)
 	switch {
 	case existing != "":

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
@@ -92,7 +93,7 @@ func fuzzPodConfig() *runtimeapi.PodSandboxConfig {
 		DnsConfig:    &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}, Searches: []string{"svc.cluster.local"}},
 		PortMappings: []*runtimeapi.PortMapping{{ContainerPort: 80, HostPort: 8080}},
 		Labels:       map[string]string{"app": "web"},
-		Annotations:  map[string]string{AnnotationNetworkOrder: "after"},
+		Annotations:  map[string]string{annotations.NetworkOrder: "after"},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: "/kubepods/pod-u1",
 			Sysctls:      map[string]string{"net.ipv4.ip_forward": "1"},
@@ -193,8 +194,8 @@ func checkPodNetwork(t *testing.T, spec *specs.Spec, rec sandbox.Record) {
 	case rec.NetworkMode == sandbox.ModeCNI && (len(netns) != 1 || netns[0].Path != rec.NetworkSettings.SandboxKey || rec.NetworkSettings.SandboxKey == ""):
 		t.Fatalf("pod network namespaces %v, want the sandbox key %q", netns, rec.NetworkSettings.SandboxKey)
 	}
-	if spec.Annotations[specgen.AnnotationSandboxID] != rec.ID {
-		t.Fatalf("sandbox-id annotation %q", spec.Annotations[specgen.AnnotationSandboxID])
+	if spec.Annotations[annotations.SandboxID] != rec.ID {
+		t.Fatalf("sandbox-id annotation %q", spec.Annotations[annotations.SandboxID])
 	}
 }
 

@@ -66,7 +66,7 @@ func (s *Server) Recover(ctx context.Context) error {
 		}
 		c := container.New(rec)
 		c.OpMu.Lock()
-		s.containers.Add(c)
+		s.containers.Add(rec.Name, c)
 		if p := pods[rec.SandboxID]; p != nil {
 			p.containers = append(p.containers, c)
 			continue

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
@@ -22,15 +23,6 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/sandbox"
-)
-
-// Annotations that choose a pod's network order.
-const (
-	// AnnotationNetworkSetupV2 is iSulad's key: "true" sets the network up
-	// before the sandbox container starts.
-	AnnotationNetworkSetupV2 = "cri.sandbox.network.setup.v2"
-	// AnnotationNetworkOrder is podbay's own: "before" or "after".
-	AnnotationNetworkOrder = "podbay.io/network-order"
 )
 
 // RunPodSandbox creates and starts a pod sandbox, following the flow in
@@ -307,11 +299,11 @@ func (s *Server) newRecord(id, name, handler string, cfg *runtimeapi.PodSandboxC
 
 // networkOrder picks the pod's network order: iSulad's annotation, then
 // podbay's, then the handler's default.
-func (s *Server) networkOrder(handler string, annotations map[string]string) string {
-	if strings.EqualFold(annotations[AnnotationNetworkSetupV2], "true") {
+func (s *Server) networkOrder(handler string, podAnnotations map[string]string) string {
+	if strings.EqualFold(podAnnotations[annotations.NetworkSetupV2], "true") {
 		return config.OrderBefore
 	}
-	switch v := annotations[AnnotationNetworkOrder]; v {
+	switch v := podAnnotations[annotations.NetworkOrder]; v {
 	case config.OrderBefore, config.OrderAfter:
 		return v
 	}

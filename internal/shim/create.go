@@ -11,6 +11,7 @@ import (
 
 	taskapi "github.com/containerd/containerd/api/runtime/task/v2"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/oci"
@@ -19,9 +20,9 @@ import (
 // The annotations the CRI server puts in every bundle's config.json
 // (specgen), by which a container is routed to its pod's shim.
 const (
-	annotationContainerType = "io.kubernetes.cri.container-type"
-	annotationSandboxID     = "io.kubernetes.cri.sandbox-id"
-	containerTypeSandbox    = "sandbox"
+	annotationContainerType = annotations.ContainerType
+	annotationSandboxID     = annotations.SandboxID
+	containerTypeSandbox    = annotations.ContainerTypeSandbox
 )
 
 // podOf returns the pod a container with the bundle annotations belongs

@@ -6,6 +6,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -263,13 +264,13 @@ func ContainerSpec(c Container, host Host) (*specs.Spec, error) {
 	for k, v := range c.Annotations {
 		s.Annotations[k] = v
 	}
-	s.Annotations[AnnotationContainerType] = ContainerTypeContainer
-	s.Annotations[AnnotationSandboxID] = c.Sandbox.ID
-	s.Annotations[AnnotationSandboxName] = c.Sandbox.Name
-	s.Annotations[AnnotationSandboxNamespace] = c.Sandbox.Namespace
-	s.Annotations[AnnotationSandboxUID] = c.Sandbox.UID
-	s.Annotations[AnnotationContainerName] = c.Name
-	s.Annotations[AnnotationImageName] = c.Image.Name
+	s.Annotations[annotations.ContainerType] = annotations.ContainerTypeContainer
+	s.Annotations[annotations.SandboxID] = c.Sandbox.ID
+	s.Annotations[annotations.SandboxName] = c.Sandbox.Name
+	s.Annotations[annotations.SandboxNamespace] = c.Sandbox.Namespace
+	s.Annotations[annotations.SandboxUID] = c.Sandbox.UID
+	s.Annotations[annotations.ContainerName] = c.Name
+	s.Annotations[annotations.ImageName] = c.Image.Name
 	return s, nil
 }
 

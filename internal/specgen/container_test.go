@@ -8,6 +8,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -63,20 +64,20 @@ func TestContainerSpecRejects(t *testing.T) {
 func TestContainerSpecAnnotations(t *testing.T) {
 	c := testContainer()
 	c.Annotations = map[string]string{
-		"pod.example/owner":     "team-a",
-		AnnotationContainerType: ContainerTypeSandbox, // spoofed: ours wins
-		AnnotationSandboxID:     "other",
+		"pod.example/owner":       "team-a",
+		annotations.ContainerType: annotations.ContainerTypeSandbox, // spoofed: ours wins
+		annotations.SandboxID:     "other",
 	}
 	s := mustSpec(t, c, Host{})
 	want := map[string]string{
-		"pod.example/owner":        "team-a",
-		AnnotationContainerType:    ContainerTypeContainer,
-		AnnotationSandboxID:        "sb1",
-		AnnotationSandboxName:      "web",
-		AnnotationSandboxNamespace: "default",
-		AnnotationSandboxUID:       "u1",
-		AnnotationContainerName:    "app",
-		AnnotationImageName:        "registry.k8s.io/e2e-test-images/busybox:1.29-2",
+		"pod.example/owner":          "team-a",
+		annotations.ContainerType:    annotations.ContainerTypeContainer,
+		annotations.SandboxID:        "sb1",
+		annotations.SandboxName:      "web",
+		annotations.SandboxNamespace: "default",
+		annotations.SandboxUID:       "u1",
+		annotations.ContainerName:    "app",
+		annotations.ImageName:        "registry.k8s.io/e2e-test-images/busybox:1.29-2",
 	}
 	if len(s.Annotations) != len(want) {
 		t.Errorf("annotations %v, want %v", s.Annotations, want)
@@ -86,7 +87,7 @@ func TestContainerSpecAnnotations(t *testing.T) {
 			t.Errorf("annotation %s = %q, want %q", k, s.Annotations[k], v)
 		}
 	}
-	if c.Annotations[AnnotationSandboxID] != "other" {
+	if c.Annotations[annotations.SandboxID] != "other" {
 		t.Error("ContainerSpec changed the caller's annotations")
 	}
 }

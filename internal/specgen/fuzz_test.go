@@ -12,6 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -465,9 +466,9 @@ func FuzzSandboxSpec(f *testing.F) {
 			}
 		}
 		for k, want := range map[string]string{
-			AnnotationContainerType: ContainerTypeSandbox, AnnotationSandboxID: sb.ID,
-			AnnotationSandboxName: sb.Name, AnnotationSandboxNamespace: sb.Namespace,
-			AnnotationSandboxUID: sb.UID, AnnotationSandboxLogDir: sb.LogDir,
+			annotations.ContainerType: annotations.ContainerTypeSandbox, annotations.SandboxID: sb.ID,
+			annotations.SandboxName: sb.Name, annotations.SandboxNamespace: sb.Namespace,
+			annotations.SandboxUID: sb.UID, annotations.SandboxLogDir: sb.LogDir,
 		} {
 			if got := s.Annotations[k]; got != want {
 				t.Fatalf("annotation %s = %q, want %q", k, got, want)
@@ -606,8 +607,8 @@ func checkContainerSpec(t *testing.T, c Container, host Host, s *specs.Spec) {
 		}
 	}
 	for k, want := range map[string]string{
-		AnnotationContainerType: ContainerTypeContainer, AnnotationSandboxID: c.Sandbox.ID,
-		AnnotationContainerName: c.Name, AnnotationImageName: c.Image.Name,
+		annotations.ContainerType: annotations.ContainerTypeContainer, annotations.SandboxID: c.Sandbox.ID,
+		annotations.ContainerName: c.Name, annotations.ImageName: c.Image.Name,
 	} {
 		if got := s.Annotations[k]; got != want {
 			t.Fatalf("annotation %s = %q, want %q", k, got, want)

@@ -13,28 +13,14 @@ import (
 	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podbay/podbay/internal/annotations"
 )
 
-// Annotation keys VM runtimes (Kata) read to tell a sandbox from its
-// containers and to group containers by pod.
-const (
-	AnnotationContainerType    = "io.kubernetes.cri.container-type"
-	AnnotationSandboxID        = "io.kubernetes.cri.sandbox-id"
-	AnnotationSandboxName      = "io.kubernetes.cri.sandbox-name"
-	AnnotationSandboxNamespace = "io.kubernetes.cri.sandbox-namespace"
-	AnnotationSandboxUID       = "io.kubernetes.cri.sandbox-uid"
-	AnnotationSandboxLogDir    = "io.kubernetes.cri.sandbox-log-directory"
-	AnnotationContainerName    = "io.kubernetes.cri.container-name"
-	AnnotationImageName        = "io.kubernetes.cri.image-name"
-	// The pod's resource totals, from which Kata sizes the pod VM.
-	AnnotationSandboxCPUPeriod   = "io.kubernetes.cri.sandbox-cpu-period"
-	AnnotationSandboxCPUQuota    = "io.kubernetes.cri.sandbox-cpu-quota"
-	AnnotationSandboxCPUShares   = "io.kubernetes.cri.sandbox-cpu-shares"
-	AnnotationSandboxMemory      = "io.kubernetes.cri.sandbox-memory"
-	ContainerTypeSandbox         = "sandbox"
-	ContainerTypeContainer       = "container"
-	defaultSandboxOOMScoreAdjust = -998
-)
+// defaultSandboxOOMScoreAdjust is the pause process's oom_score_adj when
+// the pod names none: the kubelet's PodInfraOOMAdj, which dockershim gave
+// the pause container.
+const defaultSandboxOOMScoreAdjust = -998
 
 // File is a host file bound at Dest: read-only in the sandbox, read-write
 // in its containers unless their rootfs is read-only (see Container.Files).
@@ -191,17 +177,17 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	for k, v := range sb.Annotations {
 		s.Annotations[k] = v
 	}
-	s.Annotations[AnnotationContainerType] = ContainerTypeSandbox
-	s.Annotations[AnnotationSandboxID] = sb.ID
-	s.Annotations[AnnotationSandboxName] = sb.Name
-	s.Annotations[AnnotationSandboxNamespace] = sb.Namespace
-	s.Annotations[AnnotationSandboxUID] = sb.UID
-	s.Annotations[AnnotationSandboxLogDir] = sb.LogDir
+	s.Annotations[annotations.ContainerType] = annotations.ContainerTypeSandbox
+	s.Annotations[annotations.SandboxID] = sb.ID
+	s.Annotations[annotations.SandboxName] = sb.Name
+	s.Annotations[annotations.SandboxNamespace] = sb.Namespace
+	s.Annotations[annotations.SandboxUID] = sb.UID
+	s.Annotations[annotations.SandboxLogDir] = sb.LogDir
 	if sb.HasResources {
-		s.Annotations[AnnotationSandboxCPUPeriod] = strconv.FormatUint(sb.CPUPeriod, 10)
-		s.Annotations[AnnotationSandboxCPUQuota] = strconv.FormatInt(sb.CPUQuota, 10)
-		s.Annotations[AnnotationSandboxCPUShares] = strconv.FormatUint(sb.CPUShares, 10)
-		s.Annotations[AnnotationSandboxMemory] = strconv.FormatInt(sb.MemoryLimit, 10)
+		s.Annotations[annotations.SandboxCPUPeriod] = strconv.FormatUint(sb.CPUPeriod, 10)
+		s.Annotations[annotations.SandboxCPUQuota] = strconv.FormatInt(sb.CPUQuota, 10)
+		s.Annotations[annotations.SandboxCPUShares] = strconv.FormatUint(sb.CPUShares, 10)
+		s.Annotations[annotations.SandboxMemory] = strconv.FormatInt(sb.MemoryLimit, 10)
 	}
 	return s, nil
 }

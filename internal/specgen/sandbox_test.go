@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podbay/podbay/internal/annotations"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -91,13 +93,13 @@ func TestSandboxSpecOOMScoreAdj(t *testing.T) {
 
 func TestSandboxSpecAnnotationsAndFields(t *testing.T) {
 	sb := base()
-	sb.Annotations = map[string]string{"a": "b", AnnotationContainerType: "spoofed"}
+	sb.Annotations = map[string]string{"a": "b", annotations.ContainerType: "spoofed"}
 	sb.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
 	sb.Files = []File{{Source: "/x/resolv.conf", Dest: "/etc/resolv.conf"}}
 	sb.RunAsUser, sb.RunAsGroup = ptr(int64(65535)), ptr(int64(65534))
 	sb.SupplementalGroups = []int64{5, 6}
 	sb.CPUShares, sb.CPUQuota, sb.CPUPeriod, sb.MemoryLimit = 512, 50000, 100000, 1<<20
-	if s, err := SandboxSpec(sb); err != nil || s.Annotations[AnnotationSandboxMemory] != "" {
+	if s, err := SandboxSpec(sb); err != nil || s.Annotations[annotations.SandboxMemory] != "" {
 		t.Fatalf("without HasResources the totals are no annotations: %v %v", err, s.Annotations)
 	}
 	sb.HasResources = true
@@ -106,17 +108,17 @@ func TestSandboxSpecAnnotationsAndFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		AnnotationSandboxCPUPeriod: "100000",
-		AnnotationSandboxCPUQuota:  "50000",
-		AnnotationSandboxCPUShares: "512",
-		AnnotationSandboxMemory:    "1048576",
-		"a":                        "b",
-		AnnotationContainerType:    ContainerTypeSandbox,
-		AnnotationSandboxID:        "abc",
-		AnnotationSandboxName:      "web",
-		AnnotationSandboxNamespace: "default",
-		AnnotationSandboxUID:       "u1",
-		AnnotationSandboxLogDir:    "/var/log/pods/x",
+		annotations.SandboxCPUPeriod: "100000",
+		annotations.SandboxCPUQuota:  "50000",
+		annotations.SandboxCPUShares: "512",
+		annotations.SandboxMemory:    "1048576",
+		"a":                          "b",
+		annotations.ContainerType:    annotations.ContainerTypeSandbox,
+		annotations.SandboxID:        "abc",
+		annotations.SandboxName:      "web",
+		annotations.SandboxNamespace: "default",
+		annotations.SandboxUID:       "u1",
+		annotations.SandboxLogDir:    "/var/log/pods/x",
 	}
 	for k, v := range want {
 		if s.Annotations[k] != v {

@@ -34,7 +34,11 @@ func (e *env) start(failpoints string) {
 	// A fresh metrics port at every start: while a killed daemon was down,
 	// another test process may have been given its port.
 	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(e.t))
-	cmd := exec.Command(bin("podbayd"), "--config", e.configPath, "--log-level", "debug", "--metrics-address", e.metricsAddr)
+	daemon := "podbayd"
+	if e.opts.daemon != "" {
+		daemon = e.opts.daemon
+	}
+	cmd := exec.Command(bin(daemon), "--config", e.configPath, "--log-level", "debug", "--metrics-address", e.metricsAddr)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PODBAY_FAILPOINTS=" + failpoints}
 	for _, kv := range os.Environ() {

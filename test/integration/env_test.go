@@ -43,6 +43,9 @@ type envOptions struct {
 	// pullProgressTimeout set the daemon's fault timeouts, as Go duration
 	// strings; "" leaves the default.
 	pluginTimeout, runtimeTimeout, pullProgressTimeout string
+	// daemon is the podbayd binary to run, by its name in binDir ("" =
+	// podbayd, built with the failpoints tag).
+	daemon string
 }
 
 // handlerOptions configure one runtime handler of an env.

@@ -100,6 +100,21 @@ func (e *env) requireDelAfterFailedAdd(t *testing.T) {
 	}
 }
 
+// TestFailpointsNeedBuildTag: a podbayd built without the failpoints tag
+// ignores PODBAY_FAILPOINTS. The pod runs although run.cni is set to fail
+// and run.start to kill the daemon.
+func TestFailpointsNeedBuildTag(t *testing.T) {
+	requireRoot(t)
+	e := newEnv(t, envOptions{daemon: "podbayd-nofailpoints"})
+	e.start("run.cni=error,run.start=kill")
+	id := e.runPod(t, e.podConfig("untagged"), "")
+	if !e.running() {
+		t.Fatal("podbayd died: it armed run.start=kill")
+	}
+	e.stopPod(t, id)
+	e.removePod(t, id)
+}
+
 // TestDaemonKilledDuringRun kills podbayd right after each step of
 // RunPodSandbox; the restarted daemon must undo the half-made sandbox.
 func TestDaemonKilledDuringRun(t *testing.T) {

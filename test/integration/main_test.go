@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,10 +49,11 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// buildDaemon builds the daemon, the CLI and the pause program into dir.
-// Everything is static (CGO_ENABLED=0): the pause program is copied into a
-// root filesystem with no libc; so are the tools, which conmon and libcni run
-// with arbitrary environments.
+// buildDaemon builds the daemon, the CLI and the pause program into dir,
+// and the daemon once more without the failpoints tag, as
+// podbayd-nofailpoints. Everything is static (CGO_ENABLED=0): the pause
+// program is copied into a root filesystem with no libc; so are the tools,
+// which conmon and libcni run with arbitrary environments.
 func buildDaemon(root, dir string) error {
 	pkgs := []string{"./cmd/podbay", "./cmd/podbay-pause"}
 	race := os.Getenv("PODBAY_ITEST_RACE") == "1"
@@ -61,20 +63,55 @@ func buildDaemon(root, dir string) error {
 	if err := goBuild(root, dir, []string{"CGO_ENABLED=0"}, pkgs...); err != nil {
 		return err
 	}
+	untagged := filepath.Join(dir, "podbayd-nofailpoints")
+	if err := goBuildTags(root, untagged, []string{"CGO_ENABLED=0"}, nil, "./cmd/podbayd"); err != nil {
+		return err
+	}
 	if race {
 		return goBuild(root, dir, []string{"CGO_ENABLED=1"}, "-race", "./cmd/podbayd")
 	}
 	return nil
 }
 
+// goBuild builds into the directory out with the failpoints tag, so that
+// podbayd arms PODBAY_FAILPOINTS.
 func goBuild(root, out string, env []string, args ...string) error {
-	cmd := exec.Command("go", append([]string{"build", "-o", out + "/"}, args...)...)
+	return goBuildTags(root, out+"/", env, []string{"failpoints"}, args...)
+}
+
+// goBuildTags builds into out (a directory when it ends in "/") with tags
+// added to those GOFLAGS names.
+func goBuildTags(root, out string, env, tags []string, args ...string) error {
+	flag, err := buildTags(root, tags...)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", append([]string{"build", flag, "-o", out}, args...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %v: %v\n%s", args, err, b)
 	}
 	return nil
+}
+
+// buildTags returns a -tags flag naming the tags GOFLAGS names plus more:
+// a -tags flag on the command line replaces GOFLAGS' own, which keep the
+// cgo-only storage back ends out of the build.
+func buildTags(root string, more ...string) (string, error) {
+	cmd := exec.Command("go", "env", "GOFLAGS")
+	cmd.Dir = root
+	b, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOFLAGS: %w", err)
+	}
+	var tags []string
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimLeft(f, "-"), "tags="); ok && v != "" {
+			tags = append(tags, strings.Split(v, ",")...)
+		}
+	}
+	return "-tags=" + strings.Join(append(tags, more...), ","), nil
 }
 
 // bin returns the path of a binary built by TestMain.

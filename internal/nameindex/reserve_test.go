@@ -1,4 +1,4 @@
-package reserve
+package nameindex
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 // retry; a retry that waited for the work takes it; a failure parks
 // nothing and hands its error over.
 func TestTable(t *testing.T) {
-	var tb Table
+	var tb table
 	p := tb.Reserve("slow")
 	if tb.Pending("slow") != p {
 		t.Fatal("the reservation is not pending")

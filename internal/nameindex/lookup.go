@@ -1,7 +1,4 @@
-// Package byid looks records up in a map keyed by ID the way the CRI's
-// callers name them: a full ID or a unique prefix of one (crictl and the
-// kubelet's logs show 13 characters).
-package byid
+package nameindex
 
 import (
 	"fmt"
@@ -11,11 +8,12 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
-// Lookup finds the value whose ID is idOrPrefix, or the only one whose ID
-// starts with it. kind ("sandbox", "container") names the record in
+// lookup finds the value whose ID is idOrPrefix, or the only one whose ID
+// starts with it: the CRI's callers name records by a full ID or a unique
+// prefix of one (crictl and the kubelet's logs show 13 characters). kind ("sandbox", "container") names the record in
 // errors: an empty or ambiguous prefix is ErrInvalidArgument, no match
 // ErrNotFound. The caller holds whatever lock guards m.
-func Lookup[T any](m map[string]T, idOrPrefix, kind string) (T, error) {
+func lookup[T any](m map[string]T, idOrPrefix, kind string) (T, error) {
 	var zero T
 	if idOrPrefix == "" {
 		return zero, fmt.Errorf("empty %s id: %w", kind, errdefs.ErrInvalidArgument)
@@ -39,9 +37,9 @@ func Lookup[T any](m map[string]T, idOrPrefix, kind string) (T, error) {
 	return found, nil
 }
 
-// Sorted returns m's values ordered by ID. The caller holds whatever lock
+// sorted returns m's values ordered by ID. The caller holds whatever lock
 // guards m.
-func Sorted[T any](m map[string]T) []T {
+func sorted[T any](m map[string]T) []T {
 	ids := make([]string, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)

@@ -1,4 +1,4 @@
-package byid
+package nameindex
 
 import (
 	"errors"
@@ -18,12 +18,12 @@ func TestLookup(t *testing.T) {
 		{"aaa111", 1, nil}, {"aaa", 1, nil}, {"b", 3, nil},
 		{"aa", 0, errdefs.ErrInvalidArgument}, {"", 0, errdefs.ErrInvalidArgument}, {"zzz", 0, errdefs.ErrNotFound},
 	} {
-		got, err := Lookup(m, tc.q, "thing")
+		got, err := lookup(m, tc.q, "thing")
 		if got != tc.want || (tc.err == nil) != (err == nil) || (tc.err != nil && !errors.Is(err, tc.err)) {
-			t.Errorf("Lookup(%q) = %d, %v; want %d, %v", tc.q, got, err, tc.want, tc.err)
+			t.Errorf("lookup(%q) = %d, %v; want %d, %v", tc.q, got, err, tc.want, tc.err)
 		}
 	}
-	if got := Sorted(m); !slices.Equal(got, []int{1, 2, 3}) {
-		t.Errorf("Sorted = %v", got)
+	if got := sorted(m); !slices.Equal(got, []int{1, 2, 3}) {
+		t.Errorf("sorted = %v", got)
 	}
 }
