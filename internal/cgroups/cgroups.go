@@ -72,15 +72,6 @@ type Reader struct {
 	v1 map[string]string
 }
 
-// Detect reports the layout of the host's cgroups at DefaultRoot.
-func Detect() (Mode, error) {
-	r, err := New(DefaultRoot)
-	if err != nil {
-		return 0, err
-	}
-	return r.Mode(), nil
-}
-
 // New detects the cgroup layout under root (DefaultRoot on a real host; a
 // fake tree in tests). A v1 host must have the cpuacct or the memory
 // hierarchy mounted.

@@ -70,11 +70,17 @@ type portmapPluginConf struct {
 	SNAT         bool            `json:"snat"`
 }
 
+type bandwidthPluginConf struct {
+	Type         string          `json:"type"`
+	Capabilities map[string]bool `json:"capabilities"`
+}
+
 // defaultConfList renders the default network for subnet (one CIDR, or an
 // IPv4 and an IPv6 CIDR separated by a comma): bridge with host-local IPAM
-// and a default route per family, then portmap for hostPorts. Loopback is
-// not in the list: Setup adds "lo" as a network of its own, as containerd
-// does.
+// and a default route per family, portmap for hostPorts, and bandwidth for
+// the pod's bandwidth annotations (a no-op for a pod without them). bandwidth
+// comes last: it shapes the host-side veth that bridge made. Loopback is not
+// in the list: Setup adds "lo" as a network of its own, as containerd does.
 func (c Config) defaultConfList(subnet string) ([]byte, error) {
 	nets, err := parseSubnets(subnet)
 	if err != nil {
@@ -106,6 +112,10 @@ func (c Config) defaultConfList(subnet string) ([]byte, error) {
 				Type:         "portmap",
 				Capabilities: map[string]bool{"portMappings": true},
 				SNAT:         true,
+			},
+			bandwidthPluginConf{
+				Type:         "bandwidth",
+				Capabilities: map[string]bool{"bandwidth": true},
 			},
 		},
 	}

@@ -47,6 +47,12 @@ const wantDefaultConfList = `{
         "portMappings": true
       },
       "snat": true
+    },
+    {
+      "type": "bandwidth",
+      "capabilities": {
+        "bandwidth": true
+      }
     }
   ]
 }
@@ -86,7 +92,8 @@ func TestWriteDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("libcni cannot parse the default conflist: %v", err)
 	}
-	if list.Name != "podbay" || len(list.Plugins) != 2 || !list.Plugins[1].Network.Capabilities["portMappings"] {
+	if list.Name != "podbay" || len(list.Plugins) != 3 || !list.Plugins[1].Network.Capabilities["portMappings"] ||
+		!list.Plugins[2].Network.Capabilities["bandwidth"] {
 		t.Errorf("parsed: %+v", list)
 	}
 	if entries, _ := os.ReadDir(cfg.ConfDir); len(entries) != 1 {
@@ -110,7 +117,7 @@ func TestWriteDefault(t *testing.T) {
 // TestWriteDefaultWithSystemPlugins checks that Debian's plugins accept the
 // default conflist (VERSION needs no root).
 func TestWriteDefaultWithSystemPlugins(t *testing.T) {
-	for _, p := range []string{"bridge", "portmap", "loopback", "host-local"} {
+	for _, p := range []string{"bridge", "portmap", "bandwidth", "loopback", "host-local"} {
 		if _, err := os.Stat(filepath.Join(systemPluginDir, p)); err != nil {
 			t.Skipf("%s not installed", p)
 		}

@@ -35,7 +35,7 @@ func requireIntegration(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("integration test: needs root")
 	}
-	for _, p := range []string{"bridge", "host-local", "portmap", "loopback"} {
+	for _, p := range []string{"bridge", "host-local", "portmap", "bandwidth", "loopback"} {
 		if _, err := os.Stat(filepath.Join(systemPluginDir, p)); err != nil {
 			t.Skipf("integration test: cni plugin %s not installed", p)
 		}

@@ -315,6 +315,8 @@ func (s *Server) networkOrder(handler string, podAnnotations map[string]string) 
 
 // attachment describes the pod to CNI.
 func attachment(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, netnsPath string) network.Attachment {
+	// validateSandboxConfig refused a bad annotation before anything was made.
+	bw, _ := podBandwidth(cfg.GetAnnotations())
 	return network.Attachment{
 		ID:           rec.ID,
 		NetNS:        netnsPath,
@@ -322,6 +324,8 @@ func attachment(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, netnsPath 
 		PodNamespace: rec.Metadata.Namespace,
 		PodUID:       rec.Metadata.UID,
 		PortMappings: portMappings(cfg),
+		Bandwidth:    bw,
+		DNS:          podDNS(cfg),
 	}
 }
 
@@ -368,6 +372,13 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_TARGET || nsOpts.GetNetwork() == runtimeapi.NamespaceMode_CONTAINER {
 		return fmt.Errorf("network namespace mode %s is not valid for a pod: %w", nsOpts.GetNetwork(), errdefs.ErrInvalidArgument)
+	}
+	if nsOpts.GetNetwork() != runtimeapi.NamespaceMode_NODE {
+		// Like containerd, only for pods CNI runs for: a host-network pod
+		// is not shaped.
+		if _, err := podBandwidth(cfg.GetAnnotations()); err != nil {
+			return err
+		}
 	}
 	for _, pm := range cfg.GetPortMappings() {
 		if pm.GetContainerPort() <= 0 || pm.GetContainerPort() > 65535 || pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {

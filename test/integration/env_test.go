@@ -290,8 +290,9 @@ func (e *env) daemonConfig() string {
 	return b.String()
 }
 
-// cniConfig is the env's conflist: bridge + host-local, portmap, and
-// podbay-failcni last.
+// cniConfig is the env's conflist: bridge + host-local, portmap, bandwidth
+// (as in podbay's default network), and podbay-failcni last, which declares
+// the capabilities no plugin before it takes so that it records them.
 func (e *env) cniConfig() []byte {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
@@ -315,8 +316,13 @@ func (e *env) cniConfig() []byte {
 				"snat":         true,
 			},
 			map[string]any{
-				"type":       "podbay-failcni",
-				"controlDir": e.cniCtlDir,
+				"type":         "bandwidth",
+				"capabilities": map[string]bool{"bandwidth": true},
+			},
+			map[string]any{
+				"type":         "podbay-failcni",
+				"controlDir":   e.cniCtlDir,
+				"capabilities": map[string]bool{"dns": true, "bandwidth": true},
 			},
 		},
 	}

@@ -21,7 +21,7 @@ import (
 func TestHarnessDetectsLeaks(t *testing.T) {
 	e := newEnv(t, envOptions{})
 
-	id := e.orphanCNIAttachment(t) // netns, veth, IP, iptables, CNI cache
+	id := e.orphanCNIAttachment(t) // netns, veth, ifb, IP, iptables, CNI cache
 	sleeper := exec.Command("sleep", "600")
 	sleeper.Dir = e.dir
 	if err := sleeper.Start(); err != nil {
@@ -48,14 +48,14 @@ func TestHarnessDetectsLeaks(t *testing.T) {
 		t.Logf("found %s", l)
 		kinds[l.kind]++
 	}
-	for _, k := range []string{"netns", "mount", "veth", "ipam", "cni-cache", "iptables", "process", "cgroup"} {
+	for _, k := range []string{"netns", "mount", "veth", "ifb", "ipam", "cni-cache", "iptables", "process", "cgroup"} {
 		if kinds[k] == 0 {
 			t.Errorf("the leak checker missed a %s leak", k)
 		}
 	}
 	for _, l := range e.findLeaks(keepSet([]string{id})) {
 		switch l.kind {
-		case "netns", "veth", "ipam", "cni-cache", "iptables":
+		case "netns", "veth", "ifb", "ipam", "cni-cache", "iptables":
 			t.Errorf("reported although its sandbox is kept: %s", l)
 		}
 	}

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bufio"
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,9 +22,9 @@ import (
 
 // A leak is a host resource that this env made and nobody owns any more.
 type leak struct {
-	kind string // netns, mount, veth, ipam, process, iptables, cgroup, cni-cache, storage, runtime
+	kind string // netns, mount, veth, ifb, ipam, process, iptables, cgroup, cni-cache, storage, runtime
 	what string // human-readable
-	path string // netns/mount/cgroup path, veth name
+	path string // netns/mount/cgroup path, veth or ifb name
 	pid  int
 	// iptables
 	table, rule string
@@ -170,6 +172,18 @@ func (e *env) findLeaks(keep map[string]bool) []leak {
 	if veths := bridgePorts(e.bridge); len(veths) > allowed {
 		for _, v := range veths {
 			leaks = append(leaks, leak{kind: "veth", what: fmt.Sprintf("%s on bridge %s (%d ports, %d live pods with a network)", v, e.bridge, len(veths), allowed), path: v})
+		}
+	}
+
+	// The bandwidth plugin's ifb devices, one per pod with an egress limit,
+	// named from the network's name and the sandbox ID.
+	ifbs := ifbDevices()
+	for id := range known {
+		if keep[id] {
+			continue
+		}
+		if name := ifbName(e.netName, id); ifbs[name] {
+			leaks = append(leaks, leak{kind: "ifb", what: fmt.Sprintf("ifb device %s of sandbox %s", name, short(id)), path: name})
 		}
 	}
 
@@ -476,7 +490,7 @@ func (e *env) forceClean(leaks []leak) {
 		case "netns":
 			syscall.Unmount(l.path, syscall.MNT_DETACH) //nolint:errcheck
 			os.Remove(l.path)
-		case "veth":
+		case "veth", "ifb":
 			exec.Command("ip", "link", "del", l.path).Run() //nolint:errcheck
 		case "runtime":
 			if strings.HasPrefix(l.path, "/run/containerd/s/") {
@@ -629,6 +643,33 @@ func bridgePorts(bridge string) []string {
 	var names []string
 	for _, l := range links {
 		names = append(names, l.IfName)
+	}
+	return names
+}
+
+// ifbName is the ifb device the bandwidth plugin makes for the egress limit
+// of containerID on network: "bwp" and the start of
+// sha512(network + containerID) in hex, 15 characters in all.
+func ifbName(network, containerID string) string {
+	sum := sha512.Sum512([]byte(network + containerID))
+	return ("bwp" + hex.EncodeToString(sum[:]))[:15]
+}
+
+// ifbDevices lists the host's ifb devices.
+func ifbDevices() map[string]bool {
+	out, err := exec.Command("ip", "-j", "link", "show", "type", "ifb").Output()
+	if err != nil {
+		return nil
+	}
+	var links []struct {
+		IfName string `json:"ifname"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, l := range links {
+		names[l.IfName] = true
 	}
 	return names
 }

@@ -99,7 +99,10 @@ func (e *env) orphanCNIAttachment(t *testing.T) string {
 	cni := libcni.NewCNIConfigWithCacheDir([]string{"/usr/lib/cni", binDir}, e.cacheDir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := cni.AddNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: id, NetNS: e.netnsPath(id), IfName: "eth0"}); err != nil {
+	// An egress limit, so that the attachment also holds an ifb device.
+	rt := &libcni.RuntimeConf{ContainerID: id, NetNS: e.netnsPath(id), IfName: "eth0",
+		CapabilityArgs: map[string]any{"bandwidth": map[string]uint64{"egressRate": 1e7, "egressBurst": 1e7}}}
+	if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
 		t.Fatalf("CNI ADD of the orphan attachment: %v", err)
 	}
 	if !e.ipamOwners()[id] {

@@ -17,7 +17,10 @@
 //
 // Every call is appended to <controlDir>/calls.log as
 // "VERB containerID ifname netns result", which lets tests check that a
-// failed ADD was followed by a DEL.
+// failed ADD was followed by a DEL. The runtimeConfig an ADD got (the
+// capabilities the configuration declares and the runtime passed) is written
+// to <controlDir>/runtimeConfig/<containerID>.json, which lets tests check
+// what reached the plugins.
 package main
 
 import (
@@ -41,7 +44,8 @@ const errInjected = 100
 
 type netConf struct {
 	types.NetConf
-	ControlDir string `json:"controlDir"`
+	ControlDir    string          `json:"controlDir"`
+	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
 
 var supported = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
@@ -95,6 +99,10 @@ func main() {
 	}
 
 	if cmd == "ADD" {
+		if err := recordRuntimeConfig(&conf); err != nil {
+			record(conf.ControlDir, cmd, "error")
+			fail(conf.CNIVersion, types.ErrIOFailure, "record runtimeConfig", err.Error())
+		}
 		if err := passThrough(&conf); err != nil {
 			record(conf.ControlDir, cmd, "error")
 			fail(conf.CNIVersion, types.ErrDecodingFailure, "pass prevResult through", err.Error())
@@ -118,6 +126,20 @@ func passThrough(conf *netConf) error {
 		}
 	}
 	return types.PrintResult(result, conf.CNIVersion)
+}
+
+// recordRuntimeConfig writes the ADD's runtimeConfig ("{}" when it has
+// none) to <controlDir>/runtimeConfig/<containerID>.json.
+func recordRuntimeConfig(conf *netConf) error {
+	dir := filepath.Join(conf.ControlDir, "runtimeConfig")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data := []byte(conf.RuntimeConfig)
+	if len(data) == 0 {
+		data = []byte("{}")
+	}
+	return os.WriteFile(filepath.Join(dir, os.Getenv("CNI_CONTAINERID")+".json"), data, 0o644)
 }
 
 func record(dir, cmd, outcome string) {

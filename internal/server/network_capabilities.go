@@ -1,0 +1,76 @@
+package server
+
+import (
+	"fmt"
+	"math"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/annotations"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/network"
+)
+
+// Bandwidth limits outside [minBandwidth, maxBandwidth] are refused, the
+// range kubelet and containerd accept.
+var (
+	minBandwidth = resource.MustParse("1k")
+	maxBandwidth = resource.MustParse("1P")
+)
+
+// podBandwidth reads the pod's bandwidth annotations into the CNI
+// "bandwidth" capability. It returns nil when neither is set. A rate comes
+// with a burst of math.MaxUint32 bits, as containerd sends it: kubelet's
+// annotations have no burst, and the bandwidth plugin refuses a rate
+// without one. A value that is not a quantity or is out of range is
+// errdefs.ErrInvalidArgument.
+func podBandwidth(podAnnotations map[string]string) (*network.Bandwidth, error) {
+	ingress, err := bandwidthRate(podAnnotations, annotations.IngressBandwidth)
+	if err != nil {
+		return nil, err
+	}
+	egress, err := bandwidthRate(podAnnotations, annotations.EgressBandwidth)
+	if err != nil {
+		return nil, err
+	}
+	if ingress == 0 && egress == 0 {
+		return nil, nil
+	}
+	bw := &network.Bandwidth{}
+	if ingress > 0 {
+		bw.IngressRate, bw.IngressBurst = ingress, math.MaxUint32
+	}
+	if egress > 0 {
+		bw.EgressRate, bw.EgressBurst = egress, math.MaxUint32
+	}
+	return bw, nil
+}
+
+// bandwidthRate parses annotation key as a rate in bits per second; 0
+// means the annotation is absent.
+func bandwidthRate(podAnnotations map[string]string, key string) (uint64, error) {
+	s, ok := podAnnotations[key]
+	if !ok {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("annotation %s=%q: %w: %w", key, s, errdefs.ErrInvalidArgument, err)
+	}
+	if q.Cmp(minBandwidth) < 0 || q.Cmp(maxBandwidth) > 0 {
+		return 0, fmt.Errorf("annotation %s=%q: %w: outside [%s, %s] bits per second",
+			key, s, errdefs.ErrInvalidArgument, minBandwidth.String(), maxBandwidth.String())
+	}
+	return uint64(q.Value()), nil
+}
+
+// podDNS is the pod's resolver configuration as the CNI "dns" capability,
+// nil when the pod has none (containerd passes it the same way).
+func podDNS(cfg *runtimeapi.PodSandboxConfig) *network.DNS {
+	d := cfg.GetDnsConfig()
+	if d == nil {
+		return nil
+	}
+	return &network.DNS{Servers: d.GetServers(), Searches: d.GetSearches(), Options: d.GetOptions()}
+}
