@@ -14,11 +14,11 @@ import (
 // RecordVersion is the format version of persisted records.
 const RecordVersion = 1
 
-// State is a sandbox's lifecycle state.
+// State is a sandbox's state as the CRI sees it, and as records before
+// phases stored it (see Phase.State).
 type State string
 
-// States. A sandbox is Creating from the moment its record is first
-// persisted until RunPodSandbox finishes; it is never listed in that state.
+// States.
 const (
 	StateCreating State = "creating"
 	StateReady    State = "ready"
@@ -60,12 +60,14 @@ type Namespaces struct {
 	IPC     NamespaceMode `json:"ipc"`
 }
 
-// Record is the persisted state of one sandbox.
+// Record is the persisted state of one sandbox. Its JSON also carries the
+// fields of records written before phases; see MarshalJSON.
 type Record struct {
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	Metadata       Metadata          `json:"metadata"`
-	State          State             `json:"state"`
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Metadata Metadata `json:"metadata"`
+	// Phase is where the sandbox is in its life; see Phase.
+	Phase          Phase             `json:"phase"`
 	CreatedAt      time.Time         `json:"createdAt"`
 	RuntimeHandler string            `json:"runtimeHandler"`
 	NetworkMode    string            `json:"networkMode"`
@@ -83,22 +85,14 @@ type Record struct {
 	Dir string `json:"dir"`
 	// Pid is the sandbox container's init process, 0 until created.
 	Pid int `json:"pid,omitempty"`
-	// ContainerCreated is set once the runtime has created the sandbox
-	// container, so recovery knows there is runtime state to delete.
+	// ContainerCreated is set just before the runtime creates the sandbox
+	// container (see BeginContainerCreate), so recovery knows there may be
+	// runtime state to delete. Published sandboxes always have it set.
 	ContainerCreated bool `json:"containerCreated,omitempty"`
+	// Network is the CNI network's progress; see NetworkPhase.
+	Network NetworkPhase `json:"network,omitempty"`
 	// NetworkSettings are what inspect shows; SandboxKey is the netns path.
 	NetworkSettings network.Settings `json:"networkSettings"`
-	// NetworkSetup is set from just before CNI ADD is issued until CNI DEL
-	// succeeds: while it is set, the pod may hold CNI resources.
-	NetworkSetup bool `json:"networkSetup,omitempty"`
-	// NetworkStopped is set once Stop has torn down the network and unmounted
-	// the namespace.
-	NetworkStopped bool `json:"networkStopped,omitempty"`
-	// Stopping is set, with the state NOTREADY, before Stop tears anything
-	// down, so a restart finishes a Stop a crash interrupted.
-	Stopping bool `json:"stopping,omitempty"`
-	// Removing is set when RemovePodSandbox has begun, so a restart finishes it.
-	Removing bool `json:"removing,omitempty"`
 	// Config is the CRI PodSandboxConfig as protobuf JSON; the server owns
 	// its meaning.
 	Config json.RawMessage `json:"config,omitempty"`
@@ -134,8 +128,8 @@ func (s *Sandbox) Record() Record {
 	return s.rec
 }
 
-// Update changes the record under the lock and returns the new copy. The
-// caller persists it.
+// Update changes the record's data under the lock and returns the new copy.
+// The caller persists it. The phase changes through Transition only.
 func (s *Sandbox) Update(fn func(*Record)) Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -143,9 +137,23 @@ func (s *Sandbox) Update(fn func(*Record)) Record {
 	return s.rec
 }
 
-// State returns the current state.
-func (s *Sandbox) State() State {
+// Transition applies one of Record's lifecycle transitions under the lock
+// and returns the new copy, which the caller persists. A refused
+// transition changes nothing and returns the record as it is.
+func (s *Sandbox) Transition(step func(*Record) error) (Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.rec.State
+	next := s.rec
+	if err := step(&next); err != nil {
+		return s.rec, err
+	}
+	s.rec = next
+	return s.rec, nil
+}
+
+// Phase returns the current phase.
+func (s *Sandbox) Phase() Phase {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec.Phase
 }

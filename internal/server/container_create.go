@@ -71,7 +71,7 @@ func (s *Server) createInPod(ctx context.Context, sb *sandbox.Sandbox, name stri
 	sb.StopMu.RLock()
 	defer sb.StopMu.RUnlock()
 	sbRec := sb.Record()
-	if sbRec.State != sandbox.StateReady || sbRec.Stopping {
+	if sbRec.Phase != sandbox.PhaseReady {
 		return nil, fmt.Errorf("pod sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}
 	sbCfg := req.GetSandboxConfig()

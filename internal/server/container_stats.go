@@ -233,7 +233,7 @@ func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi
 		}
 		linux.Containers = append(linux.Containers, cs)
 	}
-	if rec.State != sandbox.StateReady {
+	if rec.Phase != sandbox.PhaseReady {
 		return out, nil
 	}
 	// The pod's own cgroup when the kubelet gave one (it holds the pause

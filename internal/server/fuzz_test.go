@@ -234,7 +234,7 @@ func FuzzCreateContainer(f *testing.F) {
 	}}
 	sbRec := sandbox.Record{
 		ID: strings.Repeat("ab", 32), Metadata: sandbox.Metadata{Name: "web", Namespace: "default", UID: "u1"},
-		State: sandbox.StateReady, RuntimeHandler: "runc", NetworkMode: sandbox.ModeCNI, Pid: 4242,
+		Phase: sandbox.PhaseReady, RuntimeHandler: "runc", NetworkMode: sandbox.ModeCNI, Pid: 4242,
 		Dir: "/var/lib/podbay/sandboxes/sb", CgroupParent: "/podbay",
 	}
 	sbRec.NetworkSettings.SandboxKey = "/var/run/netns/podbay-sb"

@@ -48,7 +48,7 @@ func (s *Server) Recover(ctx context.Context) error {
 	var jobs []func(context.Context)
 	pods := map[string]*podRecovery{}
 	for _, rec := range sbRecs {
-		if rec.State == sandbox.StateCreating {
+		if rec.Phase == sandbox.PhaseCreating {
 			// Not published: its name is free for the kubelet's retry.
 			jobs = append(jobs, func(ctx context.Context) { s.recoverCreatingSandbox(ctx, rec) })
 			continue
@@ -120,12 +120,12 @@ func (s *Server) recoverPod(ctx context.Context, p *podRecovery) {
 		c.OpMu.Unlock()
 	}
 	rec := sb.Record()
-	switch {
-	case rec.Removing:
+	switch rec.Phase {
+	case sandbox.PhaseRemoving:
 		if err := s.removePodSandboxLocked(ctx, sb); err != nil {
 			log.G(ctx).Error("finish removal of sandbox", "err", err)
 		}
-	case rec.Stopping:
+	case sandbox.PhaseStopping:
 		// A Stop interrupted by a crash: finish it (each step is
 		// idempotent), so released IPs are not reported as the pod's.
 		if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
@@ -193,7 +193,7 @@ func loadRecords[R any](ctx context.Context, db *store.DB, bucket string, versio
 // reconcile checks a published sandbox against the host.
 func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 	rec := sb.Record()
-	if rec.State != sandbox.StateReady {
+	if rec.Phase != sandbox.PhaseReady {
 		return
 	}
 	rt, err := s.runtimeFor(rec.RuntimeHandler)
@@ -236,7 +236,7 @@ func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 		}
 	}
 	if rec.NetworkMode == sandbox.ModeCNI {
-		if rec.NetworkSetup {
+		if rec.OwesNetworkTeardown() {
 			if err := s.teardownNetwork(ctx, rec); err != nil {
 				return err
 			}

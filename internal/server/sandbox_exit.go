@@ -24,21 +24,19 @@ func (s *Server) watchExit(sb *sandbox.Sandbox, rt Runtime) {
 		// Serialise with Stop and Remove, which change the state themselves.
 		sb.OpMu.Lock()
 		defer sb.OpMu.Unlock()
-		if !s.index.Has(sb.ID) || sb.State() != sandbox.StateReady {
+		if !s.index.Has(sb.ID) || sb.Phase() != sandbox.PhaseReady {
 			return
 		}
-		rec := sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateNotReady })
-		if err := s.save(rec); err != nil {
+		if _, err := s.advance(sb, (*sandbox.Record).MarkExited); err != nil {
 			log.G(ctx).Error("persist sandbox exit", "err", err)
 		}
 		log.G(ctx).Warn("sandbox container exited", "exitCode", st.Code)
 	}()
 }
 
-// markNotReady is used by recovery for a pod found dead.
+// markNotReady is used by recovery for a ready pod found dead.
 func (s *Server) markNotReady(ctx context.Context, sb *sandbox.Sandbox, why string) {
-	rec := sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateNotReady })
-	if err := s.save(rec); err != nil {
+	if _, err := s.advance(sb, (*sandbox.Record).MarkExited); err != nil {
 		log.G(ctx).Error("persist sandbox state", "err", err)
 	}
 	log.G(ctx).Warn("sandbox is not ready after restart", "reason", why)

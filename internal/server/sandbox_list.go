@@ -18,7 +18,7 @@ func (s *Server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSand
 		if f.GetId() != "" && !strings.HasPrefix(rec.ID, f.GetId()) {
 			continue
 		}
-		state := criState(rec.State)
+		state := criState(rec.Phase)
 		if f.GetState() != nil && f.GetState().GetState() != state {
 			continue
 		}

@@ -38,7 +38,7 @@ func (s *Server) readySandbox(id string) (*sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st := sb.State(); st != sandbox.StateReady {
+	if st := sb.Phase(); st != sandbox.PhaseReady {
 		return nil, fmt.Errorf("pod sandbox %s is %s, not ready: %w", sb.ID, st, errdefs.ErrFailedPrecondition)
 	}
 	return sb, nil

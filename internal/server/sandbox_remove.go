@@ -39,8 +39,7 @@ func (s *Server) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePod
 
 // removePodSandboxLocked does the work of Remove; the caller holds sb.OpMu.
 func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) error {
-	rec := sb.Update(func(r *sandbox.Record) { r.Removing = true })
-	if err := s.save(rec); err != nil {
+	if _, err := s.advance(sb, (*sandbox.Record).BeginRemove); err != nil {
 		return err
 	}
 	if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
@@ -56,7 +55,7 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 		}
 	}
 	timer.Phase("containers")
-	rec = sb.Record()
+	rec := sb.Record()
 	if rec.ContainerCreated {
 		rt, err := s.runtimeFor(rec.RuntimeHandler)
 		if err != nil {

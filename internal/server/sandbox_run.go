@@ -193,8 +193,8 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 	if err := s.hit(ctx, "run.ready"); err != nil {
 		return nil, err
 	}
-	rec = sb.Update(func(r *sandbox.Record) { r.State = sandbox.StateReady })
-	if err := s.save(rec); err != nil {
+	rec, err = s.advance(sb, (*sandbox.Record).MarkReady)
+	if err != nil {
 		return nil, err
 	}
 	timer.Phase("persist")
@@ -207,8 +207,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 // settings, before and after ADD: before, so that a
 // crash during ADD leaves a record saying DEL is owed.
 func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att network.Attachment, timer *metrics.Timer) error {
-	rec := sb.Update(func(r *sandbox.Record) { r.NetworkSetup = true })
-	if err := s.save(rec); err != nil {
+	if _, err := s.advance(sb, (*sandbox.Record).BeginNetworkSetup); err != nil {
 		return err
 	}
 	settings, err := s.network.Setup(ctx, att)
@@ -216,7 +215,7 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 		return fmt.Errorf("set up pod network: %w", err)
 	}
 	timer.Phase("cni")
-	rec = sb.Update(func(r *sandbox.Record) {
+	rec := sb.Update(func(r *sandbox.Record) {
 		settings.SandboxID = r.ID
 		settings.SandboxKey = r.NetworkSettings.SandboxKey
 		settings.Activation = true
@@ -242,8 +241,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	}
 	// Persisted before Create, so a crash during Create leaves a record
 	// that tells recovery to delete runtime state.
-	rec = sb.Update(func(r *sandbox.Record) { r.ContainerCreated = true })
-	if err := s.save(rec); err != nil {
+	if _, err := s.advance(sb, (*sandbox.Record).BeginContainerCreate); err != nil {
 		return err
 	}
 	pid, err := rt.Create(ctx, oci.CreateOptions{ID: rec.ID, BundleDir: bundle, ConmonCgroup: s.conmonCgroup()})
@@ -262,7 +260,7 @@ func (s *Server) newRecord(id, name, handler string, cfg *runtimeapi.PodSandboxC
 		ID:             id,
 		Name:           name,
 		Metadata:       sandbox.Metadata{Name: md.GetName(), Namespace: md.GetNamespace(), UID: md.GetUid(), Attempt: md.GetAttempt()},
-		State:          sandbox.StateCreating,
+		Phase:          sandbox.PhaseCreating,
 		CreatedAt:      time.Now(),
 		RuntimeHandler: handler,
 		NetworkMode:    sandbox.ModeCNI,

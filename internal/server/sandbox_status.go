@@ -19,6 +19,7 @@ type sandboxInfo struct {
 	Name            string          `json:"name"`
 	Pid             int             `json:"pid"`
 	State           sandbox.State   `json:"state"`
+	Phase           sandbox.Phase   `json:"phase"`
 	RuntimeHandler  string          `json:"runtimeHandler"`
 	NetworkMode     string          `json:"networkMode"`
 	NetworkOrder    string          `json:"networkOrder"`
@@ -40,9 +41,9 @@ func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: sandboxStatus(rec)}
 	if req.GetVerbose() {
 		info := sandboxInfo{
-			ID: rec.ID, Name: rec.Name, Pid: rec.Pid, State: rec.State,
+			ID: rec.ID, Name: rec.Name, Pid: rec.Pid, State: rec.Phase.State(), Phase: rec.Phase,
 			RuntimeHandler: rec.RuntimeHandler, NetworkMode: rec.NetworkMode,
-			NetworkOrder: rec.NetworkOrder, NetworkStopped: rec.NetworkStopped,
+			NetworkOrder: rec.NetworkOrder, NetworkStopped: rec.Network == sandbox.NetworkReleased,
 			NetworkSettings: rec.NetworkSettings, Bundle: filepath.Join(rec.Dir, "bundle"),
 			Config: rec.Config,
 		}
@@ -65,7 +66,7 @@ func sandboxStatus(rec sandbox.Record) *runtimeapi.PodSandboxStatus {
 			Name: rec.Metadata.Name, Namespace: rec.Metadata.Namespace,
 			Uid: rec.Metadata.UID, Attempt: rec.Metadata.Attempt,
 		},
-		State:          criState(rec.State),
+		State:          criState(rec.Phase),
 		CreatedAt:      rec.CreatedAt.UnixNano(),
 		Network:        &runtimeapi.PodSandboxNetworkStatus{},
 		Labels:         rec.Labels,
@@ -78,7 +79,7 @@ func sandboxStatus(rec sandbox.Record) *runtimeapi.PodSandboxStatus {
 		}}},
 	}
 	// After Stop began releasing them, the IPs are no longer the pod's.
-	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped && !rec.Stopping {
+	if rec.ReportsIPs() {
 		ips := rec.NetworkSettings.PodIPs()
 		if len(ips) > 0 {
 			st.Network.Ip = ips[0]
@@ -90,8 +91,8 @@ func sandboxStatus(rec sandbox.Record) *runtimeapi.PodSandboxStatus {
 	return st
 }
 
-func criState(st sandbox.State) runtimeapi.PodSandboxState {
-	if st == sandbox.StateReady {
+func criState(p sandbox.Phase) runtimeapi.PodSandboxState {
+	if p == sandbox.PhaseReady {
 		return runtimeapi.PodSandboxState_SANDBOX_READY
 	}
 	return runtimeapi.PodSandboxState_SANDBOX_NOTREADY

@@ -41,13 +41,15 @@ func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSand
 
 // stopPodSandboxLocked does the work of Stop; the caller holds sb.OpMu.
 // Each step records its completion, so a Stop interrupted by a crash
-// resumes where it stopped and a repeated Stop does nothing.
+// resumes where it stopped and a repeated Stop does nothing. For a pod
+// being removed it does whatever of that work is still owed and leaves the
+// phase to the removal.
 func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) error {
 	rec := sb.Record()
-	if rec.State == sandbox.StateNotReady && !rec.Stopping && (rec.NetworkMode == sandbox.ModeHost || rec.NetworkStopped) {
-		// Stopped already (a repeated Stop, or Remove after Stop). A Stop
-		// sets NetworkStopped only after the pod's containers stopped,
-		// and no container can be created in a pod that is not ready.
+	if rec.Phase == sandbox.PhaseStopped {
+		// A repeated Stop. The phase follows the pod's containers
+		// stopping, and no container can be created in a pod that is
+		// not ready.
 		return nil
 	}
 	timer := s.metrics.Start("stop")
@@ -55,13 +57,11 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 
 	// Persisted before anything is torn down: the pod is going away, and a
 	// crash from here on leaves a record that recovery finishes stopping
-	// (rather than a READY pod whose IP CNI DEL already released).
-	if rec.State != sandbox.StateNotReady || !rec.Stopping {
-		rec = sb.Update(func(r *sandbox.Record) {
-			r.State = sandbox.StateNotReady
-			r.Stopping = true
-		})
-		if err := s.save(rec); err != nil {
+	// (rather than a READY pod whose IP CNI DEL already released). A
+	// removal has persisted its own phase already.
+	if !rec.StopBegun() {
+		var err error
+		if rec, err = s.advance(sb, (*sandbox.Record).BeginStop); err != nil {
 			return err
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 	}
 	timer.Phase("containers")
 
-	if rec.NetworkMode == sandbox.ModeCNI && !rec.NetworkStopped {
+	if rec.OwesNetworkTeardown() {
 		if err := s.teardownNetwork(ctx, rec); err != nil {
 			return err
 		}
@@ -94,11 +94,8 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		if err := s.hit(ctx, "stop.unmount"); err != nil {
 			return err
 		}
-		rec = sb.Update(func(r *sandbox.Record) {
-			r.NetworkSetup = false
-			r.NetworkStopped = true
-		})
-		if err := s.save(rec); err != nil {
+		var err error
+		if rec, err = s.advance(sb, (*sandbox.Record).ReleaseNetwork); err != nil {
 			return err
 		}
 	}
@@ -108,7 +105,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 			return fmt.Errorf("stop sandbox container: %w", rtErr)
 		}
 		// conmon's exit file says the pause process is gone: nothing to
-		// stop (a repeated Stop, or Remove after Stop).
+		// stop (a pod that exited, or Remove after Stop).
 		if _, exited, err := rt.Exited(rec.ID); err != nil || !exited {
 			// The pause process holds nothing worth a grace period.
 			if err := rt.Stop(ctx, rec.ID, 0, syscall.SIGKILL); err != nil {
@@ -117,9 +114,8 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 			timer.Phase("runtime_stop")
 		}
 	}
-	if rec.Stopping {
-		rec = sb.Update(func(r *sandbox.Record) { r.Stopping = false })
-		if err := s.save(rec); err != nil {
+	if rec.Phase == sandbox.PhaseStopping {
+		if _, err := s.advance(sb, (*sandbox.Record).FinishStop); err != nil {
 			return err
 		}
 		timer.Phase("persist")

@@ -357,7 +357,7 @@ func TestRecoverUndoesCreating(t *testing.T) {
 	if _, err := e.db.Get(sandboxBucket, id, &rec); err != nil {
 		t.Fatal(err)
 	}
-	rec.State = sandbox.StateCreating
+	rec.Phase = sandbox.PhaseCreating
 	if err := e.db.Put(sandboxBucket, id, sandbox.RecordVersion, rec); err != nil {
 		t.Fatal(err)
 	}
