@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -331,7 +333,8 @@ func (f *fakeImages) ImportFromFiles(ctx context.Context, ref string, files []im
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.imports++
-	img := &image.Image{ID: "1111111111111111111111111111111111111111111111111111111111111111", RepoTags: []string{ref}, Config: cfg}
+	sum := sha256.Sum256([]byte(ref))
+	img := &image.Image{ID: hex.EncodeToString(sum[:]), RepoTags: []string{ref}, Config: cfg}
 	f.images[ref] = img
 	return img, nil
 }
