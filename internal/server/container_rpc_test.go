@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/store"
@@ -672,4 +673,37 @@ func TestRecoverContainers(t *testing.T) {
 	// The one still running is watched again.
 	e.rt.exit(keep)
 	e.waitContainerState(t, keep, runtimeapi.ContainerState_CONTAINER_EXITED)
+}
+
+// A container record a crash left in state creating, or removing, is
+// finished at the next start: nothing of it is left.
+func TestRecoverUnfinishedContainers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(r *container.Record)
+	}{
+		{"creating", func(r *container.Record) { r.State = container.StateCreating }},
+		{"removing", func(r *container.Record) { r.Removing = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, "")
+			pod := e.podWithImage(t, "web")
+			id := e.mustCreate(t, pod, containerConfig("c"))
+			e.startFakeContainer(t, id)
+			var rec container.Record
+			if _, err := e.db.Get(containerBucket, id, &rec); err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(&rec)
+			if err := e.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
+				t.Fatal(err)
+			}
+			e.srv.Shutdown(context.Background())
+			e.srv = e.newServer(t, nil)
+			if e.rt.called("delete", id) != 1 {
+				t.Errorf("runtime container not deleted: %v", e.rt.calls)
+			}
+			e.assertNoContainers(t)
+		})
+	}
 }

@@ -519,3 +519,55 @@ func TestPortForwardDialsInPodNamespace(t *testing.T) {
 	_, err = call(e.srv, "PortForward", e.srv.PortForward, &runtimeapi.PortForwardRequest{PodSandboxId: id, Port: []int32{port}})
 	wantStatus(t, "PortForward to a stopped pod", err, codes.FailedPrecondition)
 }
+
+// The network order decides which undo steps a failure owes: with the
+// network set up after the sandbox container starts, a failing CNI ADD
+// also deletes the started container.
+func TestRunPodSandboxNetworkOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        string
+	}{
+		{"default", nil, "before"},
+		{"podbay after", map[string]string{AnnotationNetworkOrder: "after"}, "after"},
+		{"podbay before", map[string]string{AnnotationNetworkOrder: "before"}, "before"},
+		{"iSulad v2 wins", map[string]string{AnnotationNetworkSetupV2: "true", AnnotationNetworkOrder: "after"}, "before"},
+		{"bad value", map[string]string{AnnotationNetworkOrder: "sideways"}, "before"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, "")
+			cfg := podConfig("web")
+			cfg.Annotations = tc.annotations
+			id := e.mustRun(t, cfg)
+			resp, err := call(e.srv, "PodSandboxStatus", e.srv.PodSandboxStatus, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var info sandboxInfo
+			if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.NetworkOrder != tc.want {
+				t.Errorf("network order %q (%v), want %q", info.NetworkOrder, err, tc.want)
+			}
+			if err := e.removePod(id); err != nil {
+				t.Fatal(err)
+			}
+
+			e.rt.mu.Lock()
+			before := len(e.rt.calls)
+			e.rt.mu.Unlock()
+			e.net.setupErr = errors.New("plugin failed")
+			if _, err := e.run(t, cfg); err == nil {
+				t.Fatal("RunPodSandbox succeeded with a failing CNI ADD")
+			}
+			e.net.setupErr = nil
+			e.assertNothingHeld(t)
+			e.rt.mu.Lock()
+			calls := strings.Join(e.rt.calls[before:], ",")
+			e.rt.mu.Unlock()
+			started := strings.Contains(calls, "start ")
+			if want := tc.want == "after"; started != want || started && !strings.Contains(calls, "delete ") {
+				t.Errorf("sandbox container started before CNI = %v, want %v; runtime calls %s", started, want, calls)
+			}
+		})
+	}
+}
