@@ -707,3 +707,27 @@ func TestRecoverUnfinishedContainers(t *testing.T) {
 		})
 	}
 }
+
+// Without a streaming server, the streaming RPCs are Unavailable.
+func TestStreamingRPCsWithoutStreamingServer(t *testing.T) {
+	e := newTestEnv(t, "")
+	pod := e.podWithImage(t, "web")
+	id := e.mustCreate(t, pod, containerConfig("c"))
+	e.startFakeContainer(t, id)
+	e.srv.Shutdown(context.Background())
+	srv, err := New(Options{Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns, Runtimes: map[string]Runtime{"runc": e.rt}, Images: e.img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.Recovered()
+	e.srv = srv
+	_, err = call(srv, "Exec", srv.Exec, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"sh"}, Stdout: true})
+	wantStatus(t, "Exec", err, codes.Unavailable)
+	_, err = call(srv, "Attach", srv.Attach, &runtimeapi.AttachRequest{ContainerId: id, Stdout: true})
+	wantStatus(t, "Attach", err, codes.Unavailable)
+	_, err = call(srv, "PortForward", srv.PortForward, &runtimeapi.PortForwardRequest{PodSandboxId: pod, Port: []int32{80}})
+	wantStatus(t, "PortForward", err, codes.Unavailable)
+}
