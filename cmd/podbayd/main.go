@@ -29,6 +29,7 @@ import (
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
+	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/server"
@@ -239,6 +240,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Config:         cfg,
 		DB:             db,
 		Network:        netw,
+		NetNS:          netns.Host{},
 		Runtimes:       runtimes,
 		Unavailable:    unavailable,
 		Metrics:        d.metrics,

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -82,27 +84,57 @@ func (f *fakeNetwork) holding() int {
 	return len(f.added)
 }
 
-// fakeRuntime keeps containers in a map; each verb can be made to fail or
-// to block.
+// fakeRuntime keeps containers in a map and records every call ("verb
+// id"); each verb can be made to fail (failOn) or Start to block.
 type fakeRuntime struct {
 	mu         sync.Mutex
 	containers map[string]oci.Status
 	fail       map[string]error
+	calls      []string
 	startDelay time.Duration
 	exits      map[string]chan struct{}
 	// stateGate, when set, holds every State call until it is closed: a
 	// runtime that is slow to answer while the daemon recovers.
 	stateGate chan struct{}
+	// execResult, when set, is what ExecSync answers.
+	execResult *oci.ExecResult
+	updates    map[string]*specs.LinuxResources // by ID
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{containers: map[string]oci.Status{}, fail: map[string]error{}, exits: map[string]chan struct{}{}}
+	return &fakeRuntime{
+		containers: map[string]oci.Status{}, fail: map[string]error{},
+		exits: map[string]chan struct{}{}, updates: map[string]*specs.LinuxResources{},
+	}
 }
 
+// failOn makes verb ("create", "start", "stop", "delete", "exec",
+// "execsync", "attach", "update", "reopenlog") fail with err; nil: succeed
+// again.
 func (f *fakeRuntime) failOn(verb string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fail[verb] = err
+}
+
+// enter records a call and returns the failure set for verb; the caller
+// holds f.mu.
+func (f *fakeRuntime) enter(verb, id string) error {
+	f.calls = append(f.calls, verb+" "+id)
+	return f.fail[verb]
+}
+
+// called counts the calls of verb on id.
+func (f *fakeRuntime) called(verb, id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == verb+" "+id {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fakeRuntime) Create(ctx context.Context, opts oci.CreateOptions) (int, error) {
@@ -113,7 +145,7 @@ func (f *fakeRuntime) Create(ctx context.Context, opts oci.CreateOptions) (int, 
 	}
 	f.containers[opts.ID] = oci.StatusCreated
 	f.exits[opts.ID] = make(chan struct{})
-	if err := f.fail["create"]; err != nil {
+	if err := f.enter("create", opts.ID); err != nil {
 		return 0, err // after making state, as a half-failed create does
 	}
 	return 4242, nil
@@ -125,7 +157,7 @@ func (f *fakeRuntime) Start(ctx context.Context, id string) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.fail["start"]; err != nil {
+	if err := f.enter("start", id); err != nil {
 		return err
 	}
 	f.containers[id] = oci.StatusRunning
@@ -135,6 +167,9 @@ func (f *fakeRuntime) Start(ctx context.Context, id string) error {
 func (f *fakeRuntime) Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.enter("stop", id); err != nil {
+		return err
+	}
 	if _, ok := f.containers[id]; ok && f.containers[id] != oci.StatusStopped {
 		f.containers[id] = oci.StatusStopped
 		close(f.exits[id])
@@ -145,6 +180,9 @@ func (f *fakeRuntime) Stop(ctx context.Context, id string, timeout time.Duration
 func (f *fakeRuntime) Delete(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.enter("delete", id); err != nil {
+		return err
+	}
 	delete(f.containers, id)
 	return nil
 }
@@ -174,7 +212,7 @@ func (f *fakeRuntime) Wait(ctx context.Context, id string) (oci.ExitStatus, erro
 	}
 	select {
 	case <-ch:
-		return oci.ExitStatus{Code: 137}, nil
+		return oci.ExitStatus{Code: 137, ExitedAt: time.Now()}, nil
 	case <-ctx.Done():
 		return oci.ExitStatus{}, ctx.Err()
 	}
@@ -186,28 +224,60 @@ func (f *fakeRuntime) count() int {
 	return len(f.containers)
 }
 
+// exit makes container id's process exit by itself.
+func (f *fakeRuntime) exit(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.containers[id] != oci.StatusStopped {
+		f.containers[id] = oci.StatusStopped
+		close(f.exits[id])
+	}
+}
+
 func (f *fakeRuntime) Exited(id string) (oci.ExitStatus, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return oci.ExitStatus{Code: 137}, f.containers[id] == oci.StatusStopped, nil
+	return oci.ExitStatus{Code: 137, ExitedAt: time.Now()}, f.containers[id] == oci.StatusStopped, nil
 }
 
-// fakeImages is an offline image store: pulls fail, imports succeed, and
-// root filesystems are directories under a temp dir.
+// fakeImages is an offline image store: pulls fail but of the images in
+// registry, imports succeed, and root filesystems are directories under a
+// temp dir. CreateRootfs, RemoveRootfs, Remove, List and FsInfo can be made
+// to fail (failOn).
 type fakeImages struct {
 	mu       sync.Mutex
 	dir      string
 	images   map[string]*image.Image // by ref
 	rootfses map[string]string
 	imports  int
+	registry map[string]*image.Image // pullable, by ref
+	lastAuth *image.Auth
+	fail     map[string]error
 }
 
 func newFakeImages(dir string) *fakeImages {
-	return &fakeImages{dir: dir, images: map[string]*image.Image{}, rootfses: map[string]string{}}
+	return &fakeImages{dir: dir, images: map[string]*image.Image{}, rootfses: map[string]string{},
+		registry: map[string]*image.Image{}, fail: map[string]error{}}
+}
+
+// failOn makes method ("createrootfs", "removerootfs", "remove", "list",
+// "fsinfo") fail with err; nil: succeed again.
+func (f *fakeImages) failOn(method string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[method] = err
 }
 
 func (f *fakeImages) Pull(ctx context.Context, ref string, auth *image.Auth) (*image.Image, error) {
-	return nil, fmt.Errorf("pull %s: registry unreachable: %w", ref, errdefs.ErrUnavailable)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastAuth = auth
+	img, ok := f.registry[ref]
+	if !ok {
+		return nil, fmt.Errorf("pull %s: registry unreachable: %w", ref, errdefs.ErrUnavailable)
+	}
+	f.images[ref] = img
+	return img, nil
 }
 
 func (f *fakeImages) Status(ctx context.Context, ref string) (*image.Image, error) {
@@ -221,12 +291,18 @@ func (f *fakeImages) Status(ctx context.Context, ref string) (*image.Image, erro
 	return nil, fmt.Errorf("image %s: %w", ref, errdefs.ErrNotFound)
 }
 
+// List lists the images, or the one filter names.
 func (f *fakeImages) List(ctx context.Context, filter string) ([]*image.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail["list"]; err != nil {
+		return nil, err
+	}
 	var out []*image.Image
-	for _, img := range f.images {
-		out = append(out, img)
+	for ref, img := range f.images {
+		if filter == "" || filter == ref || filter == img.ID {
+			out = append(out, img)
+		}
 	}
 	return out, nil
 }
@@ -234,6 +310,9 @@ func (f *fakeImages) List(ctx context.Context, filter string) ([]*image.Image, e
 func (f *fakeImages) Remove(ctx context.Context, ref string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail["remove"]; err != nil {
+		return err
+	}
 	if _, ok := f.images[ref]; !ok {
 		return fmt.Errorf("image %s: %w", ref, errdefs.ErrNotFound)
 	}
@@ -242,6 +321,11 @@ func (f *fakeImages) Remove(ctx context.Context, ref string) error {
 }
 
 func (f *fakeImages) FsInfo(ctx context.Context) (image.FsUsage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail["fsinfo"]; err != nil {
+		return image.FsUsage{}, err
+	}
 	return image.FsUsage{Mountpoint: f.dir, UsedBytes: 1, InodesUsed: 1}, nil
 }
 
@@ -249,7 +333,8 @@ func (f *fakeImages) ImportFromFiles(ctx context.Context, ref string, files []im
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.imports++
-	img := &image.Image{ID: "1111111111111111111111111111111111111111111111111111111111111111", RepoTags: []string{ref}, Config: cfg}
+	sum := sha256.Sum256([]byte(ref))
+	img := &image.Image{ID: hex.EncodeToString(sum[:]), RepoTags: []string{ref}, Config: cfg}
 	f.images[ref] = img
 	return img, nil
 }
@@ -262,12 +347,18 @@ func (f *fakeImages) CreateRootfs(ctx context.Context, id, imageID string, opts 
 		return "", err
 	}
 	f.rootfses[id] = p
+	if err := f.fail["createrootfs"]; err != nil {
+		return "", err // after making storage, as a half-failed create does
+	}
 	return p, nil
 }
 
 func (f *fakeImages) RemoveRootfs(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail["removerootfs"]; err != nil {
+		return err
+	}
 	delete(f.rootfses, id)
 	return os.RemoveAll(filepath.Join(f.dir, id))
 }
@@ -293,12 +384,26 @@ func (f *fakeImages) RootfsUsage(ctx context.Context, id string) (image.FsUsage,
 }
 
 func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("execsync", id); err != nil {
+		return oci.ExecResult{}, err
+	}
+	if f.execResult != nil {
+		return *f.execResult, nil
+	}
 	return oci.ExecResult{Stdout: []byte("ok\n")}, nil
 }
 
 // Exec prints its command line and exits with 3 when the command is
 // "fail".
 func (f *fakeRuntime) Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error) {
+	f.mu.Lock()
+	err := f.enter("exec", id)
+	f.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
 	if opts.Stdout != nil {
 		fmt.Fprintf(opts.Stdout, "%s tty=%v\n", strings.Join(opts.Args, " "), opts.Tty)
 	}
@@ -310,6 +415,12 @@ func (f *fakeRuntime) Exec(ctx context.Context, id string, opts oci.ExecStreamOp
 
 // Attach prints the container's stdio settings.
 func (f *fakeRuntime) Attach(ctx context.Context, id string, opts oci.AttachOptions) error {
+	f.mu.Lock()
+	err := f.enter("attach", id)
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if opts.Stdout != nil {
 		fmt.Fprintf(opts.Stdout, "attached tty=%v stdinOnce=%v stdin=%v\n", opts.Tty, opts.StdinOnce, opts.Stdin != nil)
 	}
@@ -317,7 +428,17 @@ func (f *fakeRuntime) Attach(ctx context.Context, id string, opts oci.AttachOpti
 }
 
 func (f *fakeRuntime) Update(ctx context.Context, id string, r *specs.LinuxResources) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("update", id); err != nil {
+		return err
+	}
+	f.updates[id] = r
 	return nil
 }
 
-func (f *fakeRuntime) ReopenLog(ctx context.Context, id string) error { return nil }
+func (f *fakeRuntime) ReopenLog(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.enter("reopenlog", id)
+}

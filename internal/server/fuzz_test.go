@@ -47,7 +47,7 @@ func fuzzServer(f *testing.F) *Server {
 	}
 	minScore := -500
 	srv, err := New(Options{
-		Config: cfg, DB: db, Network: newFakeNetwork(),
+		Config: cfg, DB: db, Network: newFakeNetwork(), NetNS: newFakeNetNS(),
 		Runtimes:       map[string]Runtime{"runc": newFakeRuntime()},
 		Unavailable:    map[string]error{"kata": errors.New("shim not found")},
 		Images:         newFakeImages(filepath.Join(dir, "rootfs")),

@@ -211,7 +211,7 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 		return
 	}
 	if rec.NetworkMode == sandbox.ModeCNI {
-		if mounted, err := netns.IsMounted(rec.NetworkSettings.SandboxKey); err != nil || !mounted {
+		if mounted, err := s.netns.IsMounted(rec.NetworkSettings.SandboxKey); err != nil || !mounted {
 			s.markNotReady(ctx, sb, "network namespace is gone")
 			return
 		}
@@ -241,7 +241,7 @@ func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 				return err
 			}
 		}
-		if err := netns.Remove(rec.NetworkSettings.SandboxKey); err != nil {
+		if err := s.netns.Remove(rec.NetworkSettings.SandboxKey); err != nil {
 			return err
 		}
 	}
@@ -311,7 +311,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 	if err != nil {
 		log.G(ctx).Error("list cached CNI attachments", "err", err)
 	}
-	namespaces, err := netns.List(s.cfg.NetNSDir)
+	namespaces, err := s.netns.List(s.cfg.NetNSDir)
 	if err != nil {
 		log.G(ctx).Error("list network namespaces", "err", err)
 	}
@@ -347,11 +347,11 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		// daemon sharing this dir (which is not supported, but must not
 		// break running pods).
 		path := netns.Path(s.cfg.NetNSDir, id)
-		if inUse, err := netns.InUse(path); err != nil || inUse {
+		if inUse, err := s.netns.InUse(path); err != nil || inUse {
 			log.G(ctx).Warn("not removing unowned network namespace that a process is in", "pod", id, "err", err)
 			continue
 		}
-		if err := netns.Remove(path); err != nil {
+		if err := s.netns.Remove(path); err != nil {
 			log.G(ctx).Error("remove orphaned network namespace", "pod", id, "err", err)
 		} else {
 			log.G(ctx).Info("removed orphaned network namespace", "pod", id)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -71,7 +70,7 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 	}
 	timer.Phase("rootfs")
 	if key := rec.NetworkSettings.SandboxKey; key != "" {
-		if err := netns.Remove(key); err != nil {
+		if err := s.netns.Remove(key); err != nil {
 			return err
 		}
 		timer.Phase("netns")

@@ -139,9 +139,9 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Run
 		// Registered before Pin: a Pin that failed after creating the file
 		// still leaves the file.
 		defer rb.onError(ctx, &retErr, "remove network namespace", func(context.Context) error {
-			return netns.Remove(key)
+			return s.netns.Remove(key)
 		})
-		if err := netns.Pin(key); err != nil {
+		if err := s.netns.Pin(key); err != nil {
 			return nil, fmt.Errorf("pin network namespace: %w", err)
 		}
 		if err := s.hit(ctx, "run.netns"); err != nil {

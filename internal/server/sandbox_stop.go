@@ -9,7 +9,6 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/sandbox"
 )
@@ -87,7 +86,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		if err := s.hit(ctx, "stop.cni"); err != nil {
 			return err
 		}
-		if err := netns.Unmount(rec.NetworkSettings.SandboxKey); err != nil {
+		if err := s.netns.Unmount(rec.NetworkSettings.SandboxKey); err != nil {
 			return err
 		}
 		timer.Phase("netns")
@@ -129,7 +128,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 // still release IPs and host rules, and the CNI spec allows an empty netns.
 func (s *Server) teardownNetwork(ctx context.Context, rec sandbox.Record) error {
 	path := rec.NetworkSettings.SandboxKey
-	mounted, err := netns.IsMounted(path)
+	mounted, err := s.netns.IsMounted(path)
 	if err != nil {
 		return err
 	}

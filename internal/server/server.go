@@ -25,6 +25,7 @@ import (
 	"github.com/podbay/podbay/internal/failpoint"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
+	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -55,6 +56,20 @@ type NetworkManager interface {
 	TeardownCached(ctx context.Context, c network.CachedAttachment) error
 }
 
+// NetNS is the pods' network namespaces as the server uses them: pinned at
+// a sandbox key (netns.Path), unmounted on Stop, removed on Remove, and
+// listed at start-up to find orphans. netns.Host implements it; the
+// contracts are those of the netns functions of the same names.
+type NetNS interface {
+	Pin(path string) error
+	Unmount(path string) error
+	Remove(path string) error
+	IsMounted(path string) (bool, error)
+	InUse(path string) (bool, error)
+	List(dir string) ([]string, error)
+	Dial(ctx context.Context, path, address string) (net.Conn, error)
+}
+
 // Runtime is one OCI runtime handler as the server uses it; internal/oci
 // implements it.
 type Runtime interface {
@@ -77,6 +92,9 @@ type Options struct {
 	Config  *config.Config
 	DB      *store.DB
 	Network NetworkManager
+	// NetNS pins the pods' network namespaces; nil: netns.Host, the
+	// host's.
+	NetNS NetNS
 	// Runtimes are the usable handlers by name. Unavailable names the
 	// configured handlers that could not be set up, with the reason.
 	Runtimes    map[string]Runtime
@@ -107,6 +125,7 @@ type Server struct {
 	cfg         *config.Config
 	db          *store.DB
 	network     NetworkManager
+	netns       NetNS
 	runtimes    map[string]Runtime
 	unavailable map[string]error
 	metrics     *metrics.Metrics
@@ -138,11 +157,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Config == nil || opts.DB == nil || opts.Network == nil || opts.Images == nil || len(opts.Runtimes) == 0 {
 		return nil, errors.New("server: config, database, network, image store and at least one runtime are required")
 	}
+	if opts.NetNS == nil {
+		opts.NetNS = netns.Host{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:         opts.Config,
 		db:          opts.DB,
 		network:     opts.Network,
+		netns:       opts.NetNS,
 		runtimes:    opts.Runtimes,
 		unavailable: opts.Unavailable,
 		metrics:     opts.Metrics,

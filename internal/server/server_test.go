@@ -24,14 +24,15 @@ import (
 type testEnv struct {
 	srv *Server
 	net *fakeNetwork
+	ns  *fakeNetNS
 	rt  *fakeRuntime
 	img *fakeImages
+	cg  *fakeCgroups
 	cfg *config.Config
 	db  *store.DB
 }
 
-// newTestEnv builds a server on fakes. Pods use host networking unless the
-// test runs as root, because pinning a namespace needs root.
+// newTestEnv builds a server on fakes: none of it needs root.
 func newTestEnv(t *testing.T, fps string) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
@@ -51,7 +52,8 @@ func newTestEnv(t *testing.T, fps string) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{net: newFakeNetwork(), rt: newFakeRuntime(), img: newFakeImages(filepath.Join(dir, "rootfs")), cfg: cfg, db: db}
+	e := &testEnv{net: newFakeNetwork(), ns: newFakeNetNS(), rt: newFakeRuntime(), img: newFakeImages(filepath.Join(dir, "rootfs")),
+		cg: newFakeCgroups(), cfg: cfg, db: db}
 	e.srv = e.newServer(t, set)
 	t.Cleanup(func() {
 		// Remove what the test left, through the server, so mounts go.
@@ -84,8 +86,9 @@ func (e *testEnv) startServer(t *testing.T, fps *failpoint.Set) *Server {
 		t.Fatal(err)
 	}
 	srv, err := New(Options{
-		Config: e.cfg, DB: e.db, Network: e.net,
+		Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns,
 		Runtimes:       map[string]Runtime{"runc": e.rt},
+		Cgroups:        e.cg,
 		Failpoints:     fps,
 		Images:         e.img,
 		PauseBinary:    "/nonexistent/podbay-pause",
@@ -102,19 +105,21 @@ func (e *testEnv) startServer(t *testing.T, fps *failpoint.Set) *Server {
 	return srv
 }
 
-func hostNetwork() bool { return os.Geteuid() != 0 }
-
+// podConfig is a pod with its own network namespace.
 func podConfig(name string) *runtimeapi.PodSandboxConfig {
-	cfg := &runtimeapi.PodSandboxConfig{
+	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "ns", Uid: name + "-uid"},
 		Hostname: name,
 		Labels:   map[string]string{"app": name},
 	}
-	if hostNetwork() {
-		cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
-		}}
-	}
+}
+
+// hostPodConfig is a pod on the host's network.
+func hostPodConfig(name string) *runtimeapi.PodSandboxConfig {
+	cfg := podConfig(name)
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+	}}
 	return cfg
 }
 
@@ -143,6 +148,9 @@ func (e *testEnv) assertNothingHeld(t *testing.T) {
 	t.Helper()
 	if n := e.net.holding(); n != 0 {
 		t.Errorf("%d CNI attachments still held", n)
+	}
+	if n := e.ns.holding(); n != 0 {
+		t.Errorf("%d network namespaces still pinned", n)
 	}
 	if n := e.rt.count(); n != 0 {
 		t.Errorf("%d runtime containers left", n)
@@ -207,7 +215,7 @@ func TestLifecycleAndIdempotence(t *testing.T) {
 	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		t.Fatalf("state %v", st.Status.State)
 	}
-	if !hostNetwork() && st.Status.Network.Ip != "10.1.0.2" {
+	if st.Status.Network.Ip != "10.1.0.2" {
 		t.Fatalf("ip %q", st.Status.Network.Ip)
 	}
 	if _, err := e.run(t, podConfig("web")); status.Code(err) != codes.AlreadyExists {
@@ -242,10 +250,7 @@ func TestLifecycleAndIdempotence(t *testing.T) {
 // Every failing step undoes exactly what was done, and the name is free
 // for the retry.
 func TestRunPodSandboxRollback(t *testing.T) {
-	steps := []string{"run.record", "run.create", "run.start", "run.ready"}
-	if !hostNetwork() {
-		steps = append(steps, "run.netns", "run.cni")
-	}
+	steps := []string{"run.record", "run.create", "run.start", "run.ready", "run.netns", "run.cni"}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			e := newTestEnv(t, step+"=1*error")
@@ -272,16 +277,14 @@ func TestRunPodSandboxRollback(t *testing.T) {
 			e.assertNothingHeld(t)
 		})
 	}
-	if !hostNetwork() {
-		t.Run("cni add half way", func(t *testing.T) {
-			e := newTestEnv(t, "")
-			e.net.setupErr = errors.New("plugin failed")
-			if _, err := e.run(t, podConfig("web")); err == nil {
-				t.Fatal("RunPodSandbox succeeded")
-			}
-			e.assertNothingHeld(t)
-		})
-	}
+	t.Run("cni add half way", func(t *testing.T) {
+		e := newTestEnv(t, "")
+		e.net.setupErr = errors.New("plugin failed")
+		if _, err := e.run(t, podConfig("web")); err == nil {
+			t.Fatal("RunPodSandbox succeeded")
+		}
+		e.assertNothingHeld(t)
+	})
 }
 
 // A RunPodSandbox whose client gave up is finished and parked; the retry
@@ -387,7 +390,7 @@ func TestRecoverKeepsReadyPods(t *testing.T) {
 	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		t.Fatalf("state after restart %v", st.Status.State)
 	}
-	if !hostNetwork() && st.Status.Network.Ip != "10.1.0.2" {
+	if st.Status.Network.Ip != "10.1.0.2" {
 		t.Fatalf("ip after restart %q", st.Status.Network.Ip)
 	}
 	// An orphan attachment (no record) is released at start-up.
@@ -396,7 +399,7 @@ func TestRecoverKeepsReadyPods(t *testing.T) {
 	e.net.mu.Unlock()
 	e.srv.Shutdown(context.Background())
 	e.srv = e.newServer(t, nil)
-	if n := e.net.holding(); !hostNetwork() && n != 1 || hostNetwork() && n != 0 {
+	if n := e.net.holding(); n != 1 {
 		t.Fatalf("after GC %d attachments held", n)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/streaming"
@@ -111,7 +110,7 @@ func (r streamRuntime) PortForward(ctx context.Context, podSandboxID string, por
 	if err != nil {
 		return err
 	}
-	conn, err := dialPodLoopback(ctx, sb.Record(), int(port))
+	conn, err := dialPodLoopback(ctx, r.s.netns, sb.Record(), int(port))
 	if err != nil {
 		return fmt.Errorf("connect to port %d in pod %s: %w", port, sb.ID, err)
 	}
@@ -121,13 +120,13 @@ func (r streamRuntime) PortForward(ctx context.Context, podSandboxID string, por
 
 // dialPodLoopback connects to port on the pod's localhost: 127.0.0.1,
 // then ::1 if nothing listens there.
-func dialPodLoopback(ctx context.Context, rec sandbox.Record, port int) (net.Conn, error) {
+func dialPodLoopback(ctx context.Context, ns NetNS, rec sandbox.Record, port int) (net.Conn, error) {
 	dial := func(addr string) (net.Conn, error) {
 		if rec.NetworkMode == sandbox.ModeHost {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", addr)
 		}
-		return netns.Dial(ctx, rec.NetworkSettings.SandboxKey, addr)
+		return ns.Dial(ctx, rec.NetworkSettings.SandboxKey, addr)
 	}
 	conn, err := dial(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if errors.Is(err, syscall.ECONNREFUSED) {
