@@ -24,9 +24,6 @@ func (e *testEnv) persisted(t *testing.T, id string) sandbox.Record {
 // wantPhase checks the persisted phases of sandbox id.
 func (e *testEnv) wantPhase(t *testing.T, id string, phase sandbox.Phase, net sandbox.NetworkPhase) {
 	t.Helper()
-	if hostNetwork() {
-		net = sandbox.NetworkNone
-	}
 	if rec := e.persisted(t, id); rec.Phase != phase || rec.Network != net || !rec.ContainerCreated {
 		t.Errorf("persisted phase %q network %q container %v, want %q %q true", rec.Phase, rec.Network, rec.ContainerCreated, phase, net)
 	}
@@ -55,7 +52,7 @@ func TestSandboxPhasesPersisted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || !hostNetwork() && st.Status.Network.Ip == "" {
+	if st.Status.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY || st.Status.Network.Ip == "" {
 		t.Errorf("exited pod: %v ip %q, want NOTREADY with its IP", st.Status.State, st.Status.Network.Ip)
 	}
 

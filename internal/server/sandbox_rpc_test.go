@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/netns"
 )
 
@@ -530,10 +531,10 @@ func TestRunPodSandboxNetworkOrder(t *testing.T) {
 		want        string
 	}{
 		{"default", nil, "before"},
-		{"podbay after", map[string]string{AnnotationNetworkOrder: "after"}, "after"},
-		{"podbay before", map[string]string{AnnotationNetworkOrder: "before"}, "before"},
-		{"iSulad v2 wins", map[string]string{AnnotationNetworkSetupV2: "true", AnnotationNetworkOrder: "after"}, "before"},
-		{"bad value", map[string]string{AnnotationNetworkOrder: "sideways"}, "before"},
+		{"podbay after", map[string]string{annotations.NetworkOrder: "after"}, "after"},
+		{"podbay before", map[string]string{annotations.NetworkOrder: "before"}, "before"},
+		{"iSulad v2 wins", map[string]string{annotations.NetworkSetupV2: "true", annotations.NetworkOrder: "after"}, "before"},
+		{"bad value", map[string]string{annotations.NetworkOrder: "sideways"}, "before"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t, "")
