@@ -16,8 +16,8 @@ import (
 // pages in goroutines of their own, where an assertion or fault cannot be
 // recovered. Without a memory of it, a restarted daemon would die the same
 // way for ever. So the guard file "<db>.opening" holds a mark while the
-// database is being opened and checked, and the next open that finds the
-// mark still there treats the database as corrupt.
+// database is being checked, and the next open that finds the mark still
+// there treats the database as corrupt.
 //
 // The guard file is flock'ed for the whole open, so that a second daemon
 // started meanwhile waits for the first one's check instead of mistaking its

@@ -107,7 +107,9 @@ func moveAside(path string, now time.Time) (string, error) {
 	return dst, dir.Sync()
 }
 
-// openLocked opens and verifies the database; g must be held.
+// openLocked opens and verifies the database; g must be held. The mark is
+// set once bbolt holds its lock: a process killed while waiting for another
+// daemon's lock has not found anything wrong with the file.
 func (g *guard) openLocked() (*DB, error) {
 	if g.interrupted {
 		return nil, fmt.Errorf("open database %s: %w: a previous open died while checking it", g.dbPath, ErrCorrupt)
@@ -117,46 +119,53 @@ func (g *guard) openLocked() (*DB, error) {
 	if st, err := os.Stat(g.dbPath); err == nil && st.Size() == 0 {
 		return nil, fmt.Errorf("open database %s: %w: zero-length file", g.dbPath, ErrCorrupt)
 	}
-	if err := g.arm(); err != nil {
+	var db *bolt.DB
+	err := recoverCorrupt(g.dbPath, func() error {
+		var err error
+		db, err = bolt.Open(g.dbPath, 0o600, &bolt.Options{Timeout: lockTimeout})
+		if err != nil {
+			return classifyOpenError(g.dbPath, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	db, err := openChecked(g.dbPath)
+	if err := g.arm(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	err = recoverCorrupt(g.dbPath, func() error {
+		if err := verify(db); err != nil {
+			return fmt.Errorf("open database %s: %w: %w", g.dbPath, ErrCorrupt, err)
+		}
+		return nil
+	})
 	if dErr := g.disarm(); dErr != nil && err == nil {
-		db.Close()
-		return nil, dErr
+		err = dErr
 	}
 	if err != nil {
+		_ = db.Close()
 		return nil, err
 	}
 	return &DB{db: db}, nil
 }
 
-// openChecked opens the bbolt file and verifies it. bbolt reads the file
-// through a memory map and trusts what it finds: a torn page shows up as an
-// assertion panic, and a truncated file as a fault past the end of the file.
-// SetPanicOnFault turns the fault into a panic of this goroutine, and
-// recover turns both into ErrCorrupt. A panic inside bolt.Open leaks its
-// file descriptor; that happens once, at startup, before the file is moved
-// aside.
-func openChecked(path string) (db *bolt.DB, err error) {
+// recoverCorrupt runs fn, which reads the database file at path, and turns
+// a panic or memory fault into an error wrapping ErrCorrupt. bbolt reads the
+// file through a memory map and trusts what it finds: a torn page shows up
+// as an assertion panic, and a truncated file as a fault past the end of the
+// file; SetPanicOnFault makes the fault a panic of this goroutine. A panic
+// inside bolt.Open leaks its file descriptor and lock; that happens once, at
+// startup, before the file is moved aside.
+func recoverCorrupt(path string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			if db != nil {
-				_ = db.Close()
-			}
-			db, err = nil, fmt.Errorf("open database %s: %w: %v", path, ErrCorrupt, r)
+			err = fmt.Errorf("open database %s: %w: %v", path, ErrCorrupt, r)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
-	if err != nil {
-		return nil, classifyOpenError(path, err)
-	}
-	if err := verify(db); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("open database %s: %w: %w", path, ErrCorrupt, err)
-	}
-	return db, nil
+	return fn()
 }
 
 // classifyOpenError tells a corrupt file from a database that is merely
@@ -177,7 +186,7 @@ func classifyOpenError(path string, err error) error {
 
 // verify reads every bucket, key and value, then runs bbolt's consistency
 // check (page accounting and free list). The read comes first and runs in
-// the caller's goroutine, where openChecked recovers from a panic or fault:
+// the caller's goroutine, where recoverCorrupt catches a panic or fault:
 // Check walks the pages in a goroutine of its own, where a torn page would
 // kill the process.
 func verify(db *bolt.DB) error {

@@ -3,8 +3,10 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"math/rand"
@@ -63,6 +65,24 @@ var corruptions = []struct {
 	{"random garbage", func(d []byte) []byte { return garbage(len(d)) }},
 	{"first pages overwritten", func(d []byte) []byte { copy(d, garbage(4*pageSize)); return d }},
 	{"data pages overwritten", func(d []byte) []byte { copy(d[2*pageSize:], garbage(14*pageSize)); return d }},
+	// Every page reads fine; only bbolt's consistency check sees it.
+	{"page neither reachable nor free", leakPage},
+}
+
+// leakPage raises both meta pages' high-water mark by one page, with valid
+// checksums, and appends that page: a page that is neither in use nor in
+// the free list, which a later allocation would never reuse.
+func leakPage(d []byte) []byte {
+	d = append(d, make([]byte, pageSize)...)
+	for _, off := range []int{0, pageSize} {
+		meta := d[off+16 : off+16+64] // after the page header
+		pgid := binary.LittleEndian.Uint64(meta[40:48])
+		binary.LittleEndian.PutUint64(meta[40:48], pgid+1)
+		h := fnv.New64a()
+		h.Write(meta[:56])
+		binary.LittleEndian.PutUint64(meta[56:64], h.Sum64())
+	}
+	return d
 }
 
 func writeDamaged(t *testing.T, path string, damage func([]byte) []byte) {
@@ -198,6 +218,11 @@ func TestOpenOrQuarantineLeavesLockedDatabase(t *testing.T) {
 	}
 	if keys, err := holder.Keys("sandboxes"); err != nil || len(keys) != 5 {
 		t.Fatalf("holder lost its records: %v %v", keys, err)
+	}
+	// Killed while it waited, the second daemon would have left no mark
+	// that makes the next start quarantine the database.
+	if mark, err := os.ReadFile(path + ".opening"); err != nil || len(mark) != 0 {
+		t.Fatalf("guard after a lock timeout = %q %v, want empty", mark, err)
 	}
 }
 

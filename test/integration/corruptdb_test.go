@@ -2,8 +2,10 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +24,10 @@ func TestCorruptDatabaseQuarantined(t *testing.T) {
 	pod := e.runTestPod(t, "lost")
 	ctr, ctrPid := e.runContainer(t, pod, containerConfig("sleeper", ti.ref("busybox"), ctrCommand("sleep", "3600")))
 	_, podInfo := e.status(t, pod.id)
+
+	// A second daemon on the same root finds the database held, not
+	// corrupt: it fails and moves nothing.
+	requireSecondDaemonRefused(t, e)
 
 	e.kill9()
 	dbPath := filepath.Join(e.rootDir, "podbay.db")
@@ -84,4 +90,24 @@ func overwriteStart(t *testing.T, path string, n int) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// requireSecondDaemonRefused runs a second podbayd on e's configuration
+// while e's daemon serves: it must exit with an error naming the lock, and
+// leave the database where it is.
+func requireSecondDaemonRefused(t *testing.T, e *env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin("podbayd"), "--config", e.configPath,
+		"--metrics-address", "127.0.0.1:0", "--stream-port", "0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "held by another process") {
+		t.Errorf("second podbayd on the same root: %v\n%s", err, out)
+	}
+	if moved, _ := filepath.Glob(filepath.Join(e.rootDir, "podbay.db.corrupt-*")); len(moved) != 0 {
+		t.Fatalf("a held database was quarantined: %v", moved)
+	}
+	if !e.running() {
+		t.Fatal("the first podbayd died")
+	}
 }
