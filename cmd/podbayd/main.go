@@ -154,7 +154,9 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	db, err := store.Open(filepath.Join(cfg.Root, "podbay.db"))
+	// A corrupt database is moved aside rather than keeping the node down:
+	// Recover's garbage collection then reclaims what its pods held.
+	db, err := store.OpenOrQuarantine(ctx, filepath.Join(cfg.Root, "podbay.db"))
 	if err != nil {
 		return nil, err
 	}

@@ -298,7 +298,8 @@ func (s *Server) retryInBackground(ctx context.Context, what string, attempt fun
 	}()
 }
 
-// collectGarbage releases podbay-owned resources that no record owns: network
+// collectGarbage releases podbay-owned resources that no record owns: the
+// runtimes' containers (killed and deleted first) and container dirs, network
 // namespaces named podbay-<id>, CNI attachments in podbay's private libcni
 // cache (which hold IPAM reservations and host rules), root filesystems in
 // podbay's storage, and sandbox dirs.
@@ -320,11 +321,13 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		log.G(ctx).Error("list root filesystems", "err", err)
 	}
 	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "sandboxes"))
+	runtimeIDs := s.listRuntimeContainers(ctx)
 	owned, err := s.ownedIDs()
 	if err != nil {
 		log.G(ctx).Error("garbage collection skipped: read records", "err", err)
 		return
 	}
+	s.collectRuntimeGarbage(ctx, runtimeIDs, owned)
 
 	// CNI first: the bridge plugin finds what to release (its masquerade
 	// rules) through the namespace, which must still be mounted.

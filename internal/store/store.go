@@ -1,16 +1,14 @@
 // Package store persists podbay's records in an embedded bbolt database.
 // Every record is a JSON document inside a versioned envelope; a record that
 // cannot be read is moved to a quarantine bucket rather than stopping the
-// daemon from starting.
+// daemon from starting, and a database file that cannot be read as a whole
+// is moved aside (see OpenOrQuarantine).
 package store
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -28,19 +26,6 @@ type DB struct {
 type envelope struct {
 	Version int             `json:"version"`
 	Data    json.RawMessage `json:"data"`
-}
-
-// Open opens (creating if needed) the database at path. It fails fast if
-// another process holds the database open.
-func Open(path string) (*DB, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create state dir: %w", err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
-	return &DB{db: db}, nil
 }
 
 // Close closes the database.

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/podbay/podbay/internal/log"
+)
+
+// idLister is a runtime that can list the IDs of every container it holds,
+// running or not. Garbage collection uses it to find the containers no
+// record owns.
+type idLister interface {
+	ListIDs(ctx context.Context) ([]string, error)
+}
+
+// listRuntimeContainers lists, per handler, the container IDs the runtimes
+// hold. Like the other listings of collectGarbage it must come before the
+// records are read.
+func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]string {
+	listed := map[string][]string{}
+	for name, rt := range s.runtimes {
+		l, ok := rt.(idLister)
+		if !ok {
+			continue
+		}
+		ids, err := l.ListIDs(ctx)
+		if err != nil {
+			log.G(ctx).Error("list runtime containers", "handler", name, "err", err)
+			continue
+		}
+		listed[name] = ids
+	}
+	return listed
+}
+
+// collectRuntimeGarbage kills and deletes the runtime containers that no
+// record owns (those of a database moved aside as corrupt, or of a record
+// quarantined as unreadable), and removes container directories no record
+// owns. It runs before the namespaces and root filesystems are collected:
+// a namespace a process is in is kept, and a root filesystem must not be
+// removed under a running container.
+func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]string, owned map[string]bool) {
+	for name, ids := range listed {
+		rt := s.runtimes[name]
+		for _, id := range ids {
+			if owned[id] || !isID(id) {
+				continue
+			}
+			if err := rt.Stop(ctx, id, 0, syscall.SIGKILL); err != nil {
+				log.G(ctx).Error("kill orphaned container", "handler", name, "container", id, "err", err)
+				continue
+			}
+			if err := rt.Delete(ctx, id); err != nil {
+				log.G(ctx).Error("delete orphaned container", "handler", name, "container", id, "err", err)
+				continue
+			}
+			log.G(ctx).Info("removed orphaned container", "handler", name, "container", id)
+		}
+	}
+	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "containers"))
+	for _, d := range dirs {
+		if owned[d.Name()] || !isID(d.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.cfg.Root, "containers", d.Name())); err != nil {
+			log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
+		}
+	}
+}
