@@ -17,7 +17,9 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/testbundle"
 )
 
@@ -109,7 +111,7 @@ func (e *testEnv) bundle(id string, mutate func(*specs.Spec), args ...string) st
 }
 
 // create creates a container and registers its deletion.
-func (e *testEnv) create(ctx context.Context, r *Runtime, opts CreateOptions) int {
+func (e *testEnv) create(ctx context.Context, r *Runtime, opts runtime.CreateOptions) int {
 	e.t.Helper()
 	pid, err := r.Create(ctx, opts)
 	if err != nil {
@@ -205,13 +207,13 @@ func removeCgroup(t *testing.T, path string) {
 		return
 	}
 	defer f.Close()
-	mounts, err := parseCgroupMounts(f)
+	mounts, err := cgroups.ParseMounts(f)
 	if err != nil {
 		t.Error(err)
 		return
 	}
 	for _, m := range mounts {
-		_ = os.Remove(filepath.Join(m.dir, path))
+		_ = os.Remove(filepath.Join(m.Dir, path))
 	}
 }
 
@@ -243,14 +245,14 @@ func TestIntegrationLifecycle(t *testing.T) {
 	e.cgroups = append(e.cgroups, conmonCgroup)
 	logPath := filepath.Join(e.dir, id+".log")
 	bundle := e.bundle(id, nil, "sh", "-c", `echo hello; echo oops >&2; trap "" TERM; sleep 100`)
-	pid := e.create(ctx, r, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, ConmonCgroup: conmonCgroup})
+	pid := e.create(ctx, r, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, MonitorCgroup: conmonCgroup})
 
 	st, err := r.State(ctx, id)
 	if err != nil {
 		t.Fatalf("State: %v", err)
 	}
-	if st.Status != StatusCreated || st.Pid != pid || st.Bundle != bundle || st.MonitorPid <= 0 || st.Created.IsZero() {
-		t.Fatalf("State after Create = %+v (pid %d)", st, pid)
+	if st.Status != runtime.StatusCreated || st.Pid != pid || st.Bundle != bundle || st.MonitorPid <= 0 || st.Created.IsZero() {
+		t.Fatalf("runtime.State after Create = %+v (pid %d)", st, pid)
 	}
 	monitor := st.MonitorPid
 	// conmon is detached: not our child, not in our process group, and in
@@ -265,8 +267,8 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if err := r.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != StatusRunning || st.Pid != pid {
-		t.Fatalf("State after Start = %+v, %v", st, err)
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning || st.Pid != pid {
+		t.Fatalf("runtime.State after Start = %+v, %v", st, err)
 	}
 	if _, ok, err := r.Exited(id); ok || err != nil {
 		t.Fatalf("Exited while running = %v, %v", ok, err)
@@ -294,8 +296,8 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if w, err := r.Wait(ctx, id); err != nil || w != exit {
 		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != StatusStopped {
-		t.Errorf("State after Stop = %+v, %v", st, err)
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
+		t.Errorf("runtime.State after Stop = %+v, %v", st, err)
 	}
 	if err := r.Stop(ctx, id, timeout, 0); err != nil {
 		t.Errorf("second Stop: %v", err)
@@ -318,7 +320,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Fatalf("Delete: %v", err)
 	}
 	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("State after Delete = %v, want ErrNotFound", err)
+		t.Errorf("runtime.State after Delete = %v, want ErrNotFound", err)
 	}
 	if _, ok, _ := r.Exited(id); ok {
 		t.Error("exit file survived Delete")
@@ -341,7 +343,7 @@ func TestIntegrationGracefulStop(t *testing.T) {
 	id := e.newID("graceful")
 	// PID 1 of a pid namespace only gets signals it handles.
 	bundle := e.bundle(id, nil, "sh", "-c", `trap "exit 7" TERM; sleep 100 & wait`)
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
 	if err := e.rt.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -363,7 +365,7 @@ func TestIntegrationExitCode(t *testing.T) {
 	defer cancel()
 	id := e.newID("exit3")
 	bundle := e.bundle(id, nil, "sh", "-c", "sleep 0.2; exit 3")
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
 
 	waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer waitCancel()
@@ -381,8 +383,8 @@ func TestIntegrationExitCode(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusStopped {
-		t.Errorf("State = %+v, %v", st, err)
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
+		t.Errorf("runtime.State = %+v, %v", st, err)
 	}
 	if err := e.rt.Stop(ctx, id, time.Second, 0); err != nil {
 		t.Errorf("Stop of an exited container: %v", err)
@@ -471,7 +473,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 				defer c()
 			}
 			start := time.Now()
-			_, err := r.Create(createCtx, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
+			_, err := r.Create(createCtx, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
 			if err == nil {
 				t.Fatal("Create succeeded")
 			}
@@ -496,7 +498,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 			if err := os.Rename(filepath.Join(e.dir, "bundles", id+"-retry"), bundle); err != nil {
 				t.Fatal(err)
 			}
-			e.create(ctx, e.newRuntimeWithPath(runcPath), CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
+			e.create(ctx, e.newRuntimeWithPath(runcPath), runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
 			if err := e.rt.Delete(ctx, id); err != nil {
 				t.Fatalf("Delete after retry: %v", err)
 			}
@@ -512,7 +514,7 @@ func TestIntegrationLogDirMissing(t *testing.T) {
 	id := e.newID("nolog")
 	bundle := e.bundle(id, nil, "sleep", "100")
 	// conmon fails before it detaches; what it printed must reach the caller.
-	_, err := e.rt.Create(ctx, CreateOptions{ID: id, BundleDir: bundle, LogPath: filepath.Join(e.dir, "missing", "0.log")})
+	_, err := e.rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: filepath.Join(e.dir, "missing", "0.log")})
 	if err == nil || !strings.Contains(err.Error(), "Failed to open log file") {
 		t.Fatalf("Create error = %v, want conmon's complaint about the log file", err)
 	}
@@ -533,7 +535,7 @@ func TestIntegrationTerminal(t *testing.T) {
 			Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"},
 		})
 	}, "sh", "-c", "[ -t 1 ] && echo isatty")
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, Terminal: true, Stdin: true})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, Terminal: true, Stdin: true})
 	if err := e.rt.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -547,20 +549,20 @@ func TestIntegrationTerminal(t *testing.T) {
 }
 
 // TestIntegrationMonitorKilled shows what happens when conmon dies under a
-// running container: the container keeps running, State reports no
+// running container: the container keeps running, runtime.State reports no
 // monitor, Stop still works, but no exit code is ever recorded.
 func TestIntegrationMonitorKilled(t *testing.T) {
 	e := newTestEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := e.newID("orphan")
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "sleep", "100")})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "sleep", "100")})
 	if err := e.rt.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	st, err := e.rt.State(ctx, id)
 	if err != nil || st.MonitorPid == 0 {
-		t.Fatalf("State = %+v, %v", st, err)
+		t.Fatalf("runtime.State = %+v, %v", st, err)
 	}
 	if err := syscall.Kill(st.MonitorPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -569,14 +571,14 @@ func TestIntegrationMonitorKilled(t *testing.T) {
 		t.Fatal("conmon survived SIGKILL")
 	}
 	after, err := e.rt.State(ctx, id)
-	if err != nil || after.Status != StatusRunning || after.MonitorPid != 0 || after.Pid != st.Pid {
-		t.Fatalf("State after conmon died = %+v, %v", after, err)
+	if err != nil || after.Status != runtime.StatusRunning || after.MonitorPid != 0 || after.Pid != st.Pid {
+		t.Fatalf("runtime.State after conmon died = %+v, %v", after, err)
 	}
 	if err := e.rt.Stop(ctx, id, 0, 0); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusStopped {
-		t.Errorf("State after Stop = %+v, %v", st, err)
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
+		t.Errorf("runtime.State after Stop = %+v, %v", st, err)
 	}
 	if _, ok, err := e.rt.Exited(id); ok || err != nil {
 		t.Errorf("Exited without conmon = %v, %v; want no exit file", ok, err)
@@ -597,7 +599,7 @@ func TestIntegrationOOMScoreAdjRestricted(t *testing.T) {
 	id := e.newID("oom")
 	adj := -998
 	bundle := e.bundle(id, func(s *specs.Spec) { s.Process.OOMScoreAdj = &adj }, "sleep", "100")
-	_, err := e.rt.Create(ctx, CreateOptions{ID: id, BundleDir: bundle})
+	_, err := e.rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle})
 	if err == nil {
 		t.Log("oom_score_adj -998 allowed on this host")
 		return
@@ -614,13 +616,13 @@ func TestIntegrationCreateExistingID(t *testing.T) {
 	defer cancel()
 	id := e.newID("dup")
 	bundle := e.bundle(id, nil, "sleep", "100")
-	pid := e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle})
-	if _, err := e.rt.Create(ctx, CreateOptions{ID: id, BundleDir: bundle}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	pid := e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
+	if _, err := e.rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle}); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("second Create = %v, want ErrAlreadyExists", err)
 	}
 	// The failed second Create must not have rolled back the first.
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusCreated || st.Pid != pid || st.MonitorPid == 0 {
-		t.Fatalf("State after duplicate Create = %+v, %v", st, err)
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusCreated || st.Pid != pid || st.MonitorPid == 0 {
+		t.Fatalf("runtime.State after duplicate Create = %+v, %v", st, err)
 	}
 	// Stop of a created (never started) container.
 	if err := e.rt.Stop(ctx, id, 0, 0); err != nil {
@@ -637,7 +639,7 @@ func TestIntegrationUnknownID(t *testing.T) {
 	defer cancel()
 	id := e.newID("ghost")
 	if _, err := e.rt.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("State = %v, want ErrNotFound", err)
+		t.Errorf("runtime.State = %v, want ErrNotFound", err)
 	}
 	if err := e.rt.Kill(ctx, id, syscall.SIGTERM, false); !errdefs.IsNotFound(err) {
 		t.Errorf("Kill = %v, want ErrNotFound", err)
@@ -681,8 +683,8 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	}
 	long := e.newID("long")
 	short := e.newID("short")
-	e.create(ctx, first, CreateOptions{ID: long, BundleDir: e.bundle(long, nil, "sh", "-c", `trap "exit 5" TERM; sleep 100 & wait`)})
-	e.create(ctx, first, CreateOptions{ID: short, BundleDir: e.bundle(short, nil, "sh", "-c", "sleep 0.5; exit 4")})
+	e.create(ctx, first, runtime.CreateOptions{ID: long, BundleDir: e.bundle(long, nil, "sh", "-c", `trap "exit 5" TERM; sleep 100 & wait`)})
+	e.create(ctx, first, runtime.CreateOptions{ID: short, BundleDir: e.bundle(short, nil, "sh", "-c", "sleep 0.5; exit 4")})
 	for _, id := range []string{long, short} {
 		if err := first.Start(ctx, id); err != nil {
 			t.Fatalf("Start %s: %v", id, err)
@@ -709,11 +711,11 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	listed := make(map[string]State)
+	listed := make(map[string]runtime.State)
 	for _, st := range list {
 		listed[st.ID] = st
 	}
-	if len(listed) != 2 || listed[long].Status != StatusRunning || listed[long].MonitorPid != before.MonitorPid || listed[short].Status != StatusStopped {
+	if len(listed) != 2 || listed[long].Status != runtime.StatusRunning || listed[long].MonitorPid != before.MonitorPid || listed[short].Status != runtime.StatusStopped {
 		t.Errorf("List after restart = %+v", list)
 	}
 	exit, ok, err := second.Exited(short)
@@ -724,10 +726,10 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 		t.Fatalf("Wait after restart = (%+v, %v)", w, err)
 	}
 	st, err := second.State(ctx, long)
-	if err != nil || st.Status != StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid || st.MonitorPid == 0 {
-		t.Fatalf("State after restart = %+v, %v; before %+v", st, err, before)
+	if err != nil || st.Status != runtime.StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid || st.MonitorPid == 0 {
+		t.Fatalf("runtime.State after restart = %+v, %v; before %+v", st, err, before)
 	}
-	waited := make(chan ExitStatus, 1)
+	waited := make(chan runtime.ExitStatus, 1)
 	go func() {
 		w, _ := second.Wait(ctx, long)
 		waited <- w

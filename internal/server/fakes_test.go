@@ -16,7 +16,7 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/network"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // fakeNetwork records the CNI calls the server makes.
@@ -86,7 +86,7 @@ func (f *fakeNetwork) holding() int {
 // to block.
 type fakeRuntime struct {
 	mu         sync.Mutex
-	containers map[string]oci.Status
+	containers map[string]runtime.Status
 	fail       map[string]error
 	startDelay time.Duration
 	exits      map[string]chan struct{}
@@ -96,7 +96,7 @@ type fakeRuntime struct {
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{containers: map[string]oci.Status{}, fail: map[string]error{}, exits: map[string]chan struct{}{}}
+	return &fakeRuntime{containers: map[string]runtime.Status{}, fail: map[string]error{}, exits: map[string]chan struct{}{}}
 }
 
 func (f *fakeRuntime) failOn(verb string, err error) {
@@ -105,13 +105,13 @@ func (f *fakeRuntime) failOn(verb string, err error) {
 	f.fail[verb] = err
 }
 
-func (f *fakeRuntime) Create(ctx context.Context, opts oci.CreateOptions) (int, error) {
+func (f *fakeRuntime) Create(ctx context.Context, opts runtime.CreateOptions) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.containers[opts.ID]; ok {
 		return 0, fmt.Errorf("container %s: %w", opts.ID, errdefs.ErrAlreadyExists)
 	}
-	f.containers[opts.ID] = oci.StatusCreated
+	f.containers[opts.ID] = runtime.StatusCreated
 	f.exits[opts.ID] = make(chan struct{})
 	if err := f.fail["create"]; err != nil {
 		return 0, err // after making state, as a half-failed create does
@@ -128,15 +128,15 @@ func (f *fakeRuntime) Start(ctx context.Context, id string) error {
 	if err := f.fail["start"]; err != nil {
 		return err
 	}
-	f.containers[id] = oci.StatusRunning
+	f.containers[id] = runtime.StatusRunning
 	return nil
 }
 
 func (f *fakeRuntime) Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.containers[id]; ok && f.containers[id] != oci.StatusStopped {
-		f.containers[id] = oci.StatusStopped
+	if _, ok := f.containers[id]; ok && f.containers[id] != runtime.StatusStopped {
+		f.containers[id] = runtime.StatusStopped
 		close(f.exits[id])
 	}
 	return nil
@@ -149,7 +149,7 @@ func (f *fakeRuntime) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeRuntime) State(ctx context.Context, id string) (oci.State, error) {
+func (f *fakeRuntime) State(ctx context.Context, id string) (runtime.State, error) {
 	f.mu.Lock()
 	gate := f.stateGate
 	f.mu.Unlock()
@@ -160,23 +160,23 @@ func (f *fakeRuntime) State(ctx context.Context, id string) (oci.State, error) {
 	defer f.mu.Unlock()
 	st, ok := f.containers[id]
 	if !ok {
-		return oci.State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
+		return runtime.State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
 	}
-	return oci.State{Status: st, Pid: 4242}, nil
+	return runtime.State{Status: st, Pid: 4242}, nil
 }
 
-func (f *fakeRuntime) Wait(ctx context.Context, id string) (oci.ExitStatus, error) {
+func (f *fakeRuntime) Wait(ctx context.Context, id string) (runtime.ExitStatus, error) {
 	f.mu.Lock()
 	ch, ok := f.exits[id]
 	f.mu.Unlock()
 	if !ok {
-		return oci.ExitStatus{}, errors.New("no such container")
+		return runtime.ExitStatus{}, errors.New("no such container")
 	}
 	select {
 	case <-ch:
-		return oci.ExitStatus{Code: 137}, nil
+		return runtime.ExitStatus{Code: 137}, nil
 	case <-ctx.Done():
-		return oci.ExitStatus{}, ctx.Err()
+		return runtime.ExitStatus{}, ctx.Err()
 	}
 }
 
@@ -186,10 +186,10 @@ func (f *fakeRuntime) count() int {
 	return len(f.containers)
 }
 
-func (f *fakeRuntime) Exited(id string) (oci.ExitStatus, bool, error) {
+func (f *fakeRuntime) Exited(id string) (runtime.ExitStatus, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return oci.ExitStatus{Code: 137}, f.containers[id] == oci.StatusStopped, nil
+	return runtime.ExitStatus{Code: 137}, f.containers[id] == runtime.StatusStopped, nil
 }
 
 // fakeImages is an offline image store: pulls fail, imports succeed, and
@@ -292,13 +292,13 @@ func (f *fakeImages) RootfsUsage(ctx context.Context, id string) (image.FsUsage,
 	return image.FsUsage{UsedBytes: 4096, InodesUsed: 1}, nil
 }
 
-func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error) {
-	return oci.ExecResult{Stdout: []byte("ok\n")}, nil
+func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
+	return runtime.ExecResult{Stdout: []byte("ok\n")}, nil
 }
 
 // Exec prints its command line and exits with 3 when the command is
 // "fail".
-func (f *fakeRuntime) Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error) {
+func (f *fakeRuntime) Exec(ctx context.Context, id string, opts runtime.ExecStreamOptions) (int32, error) {
 	if opts.Stdout != nil {
 		fmt.Fprintf(opts.Stdout, "%s tty=%v\n", strings.Join(opts.Args, " "), opts.Tty)
 	}
@@ -309,7 +309,7 @@ func (f *fakeRuntime) Exec(ctx context.Context, id string, opts oci.ExecStreamOp
 }
 
 // Attach prints the container's stdio settings.
-func (f *fakeRuntime) Attach(ctx context.Context, id string, opts oci.AttachOptions) error {
+func (f *fakeRuntime) Attach(ctx context.Context, id string, opts runtime.AttachOptions) error {
 	if opts.Stdout != nil {
 		fmt.Fprintf(opts.Stdout, "attached tty=%v stdinOnce=%v stdin=%v\n", opts.Tty, opts.StdinOnce, opts.Stdin != nil)
 	}

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/cgroups"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // A create cut short: runc create killed after it made its state directory
@@ -78,7 +79,7 @@ func cutShortCreate(root, bundle, id string) error {
 	if err := syscall.Mkfifo(filepath.Join(state, "exec.fifo"), 0o622); err != nil {
 		return err
 	}
-	spec, err := oci.ReadSpec(bundle)
+	spec, err := runtime.ReadSpec(bundle)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func cutShortCreate(root, bundle, id string) error {
 	if err := initProc.Start(); err != nil {
 		return err
 	}
-	if err := oci.MoveToCgroup(initProc.Process.Pid, spec.Linux.CgroupsPath); err != nil {
+	if err := cgroups.MoveProcess(initProc.Process.Pid, spec.Linux.CgroupsPath); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(bundle, cutShortReady), nil, 0o644)
@@ -113,7 +114,7 @@ func createHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	_, err = r.Create(context.Background(), oci.CreateOptions{ID: os.Getenv("HELPER_ID"), BundleDir: os.Getenv("HELPER_BUNDLE"), ConmonCgroup: shimCgroup})
+	_, err = r.Create(context.Background(), runtime.CreateOptions{ID: os.Getenv("HELPER_ID"), BundleDir: os.Getenv("HELPER_BUNDLE"), MonitorCgroup: shimCgroup})
 	fmt.Fprintln(os.Stderr, "create returned:", err)
 	return 1
 }
@@ -140,7 +141,7 @@ func (e *testEnv) useFakeRunc() string {
 func waitCutShort(t *testing.T, bundle string) {
 	t.Helper()
 	// Whatever the test finds, its "runc init" does not outlive it.
-	t.Cleanup(func() { _ = removeTaskCgroup(context.Background(), bundle) })
+	t.Cleanup(func() { _ = runtime.RemoveSpecCgroup(context.Background(), bundle) })
 	if !waitFor(30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(bundle, cutShortReady))
 		return err == nil

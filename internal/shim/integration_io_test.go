@@ -16,7 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 func TestIntegrationExecSync(t *testing.T) {
@@ -27,7 +27,7 @@ func TestIntegrationExecSync(t *testing.T) {
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "exec", nil, "sleep", "100")
 
-	res, err := r.ExecSync(ctx, id, oci.ExecOptions{
+	res, err := r.ExecSync(ctx, id, runtime.ExecOptions{
 		Args: []string{"sh", "-c", `echo $GREETING $EXTRA; echo err >&2; exit 5`},
 		Env:  []string{"EXTRA=world"},
 	})
@@ -39,7 +39,7 @@ func TestIntegrationExecSync(t *testing.T) {
 	}
 
 	start := time.Now()
-	res, err = r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"sh", "-c", "echo early; exec sleep 10"}, Timeout: 500 * time.Millisecond})
+	res, err = r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"sh", "-c", "echo early; exec sleep 10"}, Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("ExecSync with timeout: %v", err)
 	}
@@ -50,18 +50,18 @@ func TestIntegrationExecSync(t *testing.T) {
 		t.Errorf("timed-out ExecSync took %v", d)
 	}
 
-	res, err = r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"dd", "if=/dev/zero", "bs=1M", "count=20"}})
+	res, err = r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"dd", "if=/dev/zero", "bs=1M", "count=20"}})
 	if err != nil {
 		t.Fatalf("ExecSync with a lot of output: %v", err)
 	}
-	if len(res.Stdout) != oci.MaxExecOutput || !res.StdoutTruncated || res.ExitCode != 0 {
+	if len(res.Stdout) != runtime.MaxExecOutput || !res.StdoutTruncated || res.ExitCode != 0 {
 		t.Errorf("ExecSync of 20 MiB: %d bytes, truncated %v, code %d", len(res.Stdout), res.StdoutTruncated, res.ExitCode)
 	}
 
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"/bin/nonexistent"}}); err == nil || !strings.Contains(err.Error(), "nonexistent") {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"/bin/nonexistent"}}); err == nil || !strings.Contains(err.Error(), "nonexistent") {
 		t.Errorf("ExecSync of a missing binary = %v", err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("ExecSync without a command = %v, want ErrInvalidArgument", err)
 	}
 	// Each exec removes its FIFOs.
@@ -75,7 +75,7 @@ func TestIntegrationExecSync(t *testing.T) {
 	if err := r.Stop(ctx, id, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ExecSync in a stopped container = %v, want ErrFailedPrecondition", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestIntegrationExecStream(t *testing.T) {
 	id, _ := e.run(ctx, r, pod, "exec", nil, "sleep", "1000")
 
 	var out, errOut syncBuffer
-	code, err := r.Exec(ctx, id, oci.ExecStreamOptions{
+	code, err := r.Exec(ctx, id, runtime.ExecStreamOptions{
 		Args:   []string{"sh", "-c", "cat; echo done >&2; exit 4"},
 		Stdin:  strings.NewReader("from stdin\n"),
 		Stdout: &out, Stderr: &errOut,
@@ -99,10 +99,10 @@ func TestIntegrationExecStream(t *testing.T) {
 	}
 
 	// A terminal, sized from the start.
-	resize := make(chan oci.Size, 1)
-	resize <- oci.Size{Width: 100, Height: 40}
+	resize := make(chan runtime.Size, 1)
+	resize <- runtime.Size{Width: 100, Height: 40}
 	var tty syncBuffer
-	code, err = r.Exec(ctx, id, oci.ExecStreamOptions{Args: []string{"stty", "size"}, Tty: true, Stdout: &tty, Resize: resize})
+	code, err = r.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"stty", "size"}, Tty: true, Stdout: &tty, Resize: resize})
 	if err != nil || code != 0 || !strings.Contains(tty.String(), "40 100") {
 		t.Errorf("Exec with a terminal = %d, %v; output %q", code, err, tty.String())
 	}
@@ -112,7 +112,7 @@ func TestIntegrationExecStream(t *testing.T) {
 	var shell syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		code, err := r.Exec(ctx, id, oci.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: inR, Stdout: &shell})
+		code, err := r.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: inR, Stdout: &shell})
 		if err == nil && code != 3 {
 			err = errors.New("exit code " + strconv.Itoa(int(code)))
 		}
@@ -130,7 +130,7 @@ func TestIntegrationExecStream(t *testing.T) {
 	short, c := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer c()
 	start := time.Now()
-	if _, err := r.Exec(short, id, oci.ExecStreamOptions{Args: []string{"sleep", "100"}}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := r.Exec(short, id, runtime.ExecStreamOptions{Args: []string{"sleep", "100"}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled Exec = %v, want DeadlineExceeded", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -164,7 +164,7 @@ func TestIntegrationAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out syncBuffer
-	if err := r.Attach(ctx, once, oci.AttachOptions{Stdin: strings.NewReader("ping\n"), Stdout: &out, Stderr: &out, StdinOnce: true}); err != nil {
+	if err := r.Attach(ctx, once, runtime.AttachOptions{Stdin: strings.NewReader("ping\n"), Stdout: &out, Stderr: &out, StdinOnce: true}); err != nil {
 		t.Fatalf("Attach: %v", err)
 	}
 	if got := out.String(); got != "got:ping\neof\n" {
@@ -176,7 +176,7 @@ func TestIntegrationAttach(t *testing.T) {
 	if logData := readFile(t, opts.LogPath); !strings.Contains(logData, " stdout F got:ping\n") {
 		t.Errorf("log %q", logData)
 	}
-	if err := r.Attach(ctx, once, oci.AttachOptions{Stdout: &out}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if err := r.Attach(ctx, once, runtime.AttachOptions{Stdout: &out}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("Attach to a stopped container = %v, want ErrFailedPrecondition", err)
 	}
 
@@ -189,20 +189,20 @@ func TestIntegrationAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, word := range []string{"one", "two"} {
-		if err := r.Attach(ctx, keep, oci.AttachOptions{Stdin: strings.NewReader(word + "\n")}); err != nil {
+		if err := r.Attach(ctx, keep, runtime.AttachOptions{Stdin: strings.NewReader(word + "\n")}); err != nil {
 			t.Fatalf("Attach: %v", err)
 		}
 	}
 	if !waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "got:two") }) {
 		t.Errorf("log %q lacks both inputs", readFile(t, opts.LogPath))
 	}
-	if st, err := r.State(ctx, keep); err != nil || st.Status != oci.StatusRunning {
+	if st, err := r.State(ctx, keep); err != nil || st.Status != runtime.StatusRunning {
 		t.Errorf("container after detach: %+v, %v", st, err)
 	}
 	// ctx ends an attach.
 	short, c := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer c()
-	if err := r.Attach(short, keep, oci.AttachOptions{Stdout: io.Discard}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := r.Attach(short, keep, runtime.AttachOptions{Stdout: io.Discard}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Attach until ctx ends = %v", err)
 	}
 
@@ -213,10 +213,10 @@ func TestIntegrationAttach(t *testing.T) {
 	if err := r.Start(ctx, term); err != nil {
 		t.Fatal(err)
 	}
-	resize := make(chan oci.Size, 1)
-	resize <- oci.Size{Width: 5000, Height: 30} // clamped to 1000
+	resize := make(chan runtime.Size, 1)
+	resize <- runtime.Size{Width: 5000, Height: 30} // clamped to 1000
 	var ttyOut syncBuffer
-	if err := r.Attach(ctx, term, oci.AttachOptions{Stdout: &ttyOut, Tty: true, Resize: resize}); err != nil {
+	if err := r.Attach(ctx, term, runtime.AttachOptions{Stdout: &ttyOut, Tty: true, Resize: resize}); err != nil {
 		t.Fatalf("Attach with a terminal: %v", err)
 	}
 	if !strings.Contains(ttyOut.String(), "30 1000") {
@@ -239,7 +239,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	if err := r.Update(ctx, id, &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &limit}}); err != nil {
 		t.Fatalf("Update: %v", err)
 	}
-	spec, err := oci.ReadSpec(opts.BundleDir)
+	spec, err := runtime.ReadSpec(opts.BundleDir)
 	if err != nil || spec.Linux.Resources == nil || spec.Linux.Resources.Memory == nil || *spec.Linux.Resources.Memory.Limit != limit {
 		t.Errorf("config.json after Update: %+v, %v", spec.Linux.Resources, err)
 	}
@@ -354,10 +354,16 @@ func TestIntegrationOOM(t *testing.T) {
 	if exit.Code != 137 {
 		t.Skipf("the container was not OOM-killed (exit %d): no memory limit on this host?", exit.Code)
 	}
-	// The file is there when the exit is reported, for the server's
-	// recordExit to see.
-	if !oci.OOMKilled(opts.BundleDir) {
-		t.Error("no oom file when the OOM kill was reported")
+	if !exit.OOMKilled {
+		t.Error("exit status of an OOM-killed container has no OOMKilled")
+	}
+	// The marker is there when the exit is reported, for a Runtime that
+	// takes over after a restart.
+	if !runtime.OOMMarked(opts.BundleDir) {
+		t.Error("no oom marker when the OOM kill was reported")
+	}
+	if st, ok, err := r.Exited(id); err != nil || !ok || !st.OOMKilled {
+		t.Errorf("Exited = %+v, %v, %v; want OOMKilled", st, ok, err)
 	}
 }
 
@@ -396,22 +402,22 @@ func TestIntegrationRestart(t *testing.T) {
 	if exit, ok, err := second.Exited(short); err != nil || !ok || exit.Code != 4 {
 		t.Errorf("Exited after restart = (%+v, %v, %v), want 4", exit, ok, err)
 	}
-	if st, err := second.State(ctx, short); err != nil || st.Status != oci.StatusStopped {
+	if st, err := second.State(ctx, short); err != nil || st.Status != runtime.StatusStopped {
 		t.Errorf("State of the exited container after restart = %+v, %v", st, err)
 	}
 	st, err := second.State(ctx, ticker)
-	if err != nil || st.Status != oci.StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid {
+	if err != nil || st.Status != runtime.StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid {
 		t.Fatalf("State after restart = %+v, %v; before %+v", st, err, before)
 	}
 	// The output goes on, nothing lost while no Runtime ran.
 	if !waitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) > down+60 }) {
 		t.Fatalf("the log did not grow after the restart: %d ticks, %d at the restart", len(ticks(readFile(t, tickOpts.LogPath))), down)
 	}
-	if res, err := second.ExecSync(ctx, ticker, oci.ExecOptions{Args: []string{"echo", "alive"}}); err != nil || string(res.Stdout) != "alive\n" {
+	if res, err := second.ExecSync(ctx, ticker, runtime.ExecOptions{Args: []string{"echo", "alive"}}); err != nil || string(res.Stdout) != "alive\n" {
 		t.Errorf("ExecSync after restart = %+v, %v", res, err)
 	}
 	// The stdin writer is back.
-	if err := second.Attach(ctx, reader, oci.AttachOptions{Stdin: strings.NewReader("after\n")}); err != nil {
+	if err := second.Attach(ctx, reader, runtime.AttachOptions{Stdin: strings.NewReader("after\n")}); err != nil {
 		t.Fatalf("Attach after restart: %v", err)
 	}
 	if !waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, readerOpts.LogPath), " stdout F got:after\n") }) {
@@ -451,7 +457,7 @@ func TestIntegrationDeadShim(t *testing.T) {
 			t.Errorf("Wait %s after the shim died = %+v, %v", c, exit, err)
 		}
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusStopped || st.MonitorPid != 0 {
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped || st.MonitorPid != 0 {
 		t.Errorf("State after the shim died = %+v, %v", st, err)
 	}
 	if !waitFor(5*time.Second, func() bool { return len(processesOf(id)) == 0 }) {
@@ -460,7 +466,7 @@ func TestIntegrationDeadShim(t *testing.T) {
 	if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("dead shim's socket: %v", err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ExecSync after the shim died = %v, want ErrFailedPrecondition", err)
 	}
 	_, opts := e.newContainer(pod, "late", nil, "true")

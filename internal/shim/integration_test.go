@@ -23,7 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/testbundle"
 )
 
@@ -39,23 +39,23 @@ const (
 	busyboxPath = "/bin/busybox"
 	// testCgroupParent holds the containers' cgroups (cgroupfs driver).
 	testCgroupParent = "/podbay-shim-test"
-	// shimCgroup is where the pods' shims are moved (CreateOptions.ConmonCgroup).
+	// shimCgroup is where the pods' shims are moved (CreateOptions.MonitorCgroup).
 	shimCgroup    = testCgroupParent + "/shims"
 	testNamespace = "podbaytest"
 )
 
 // The server's interface, which Runtime must satisfy.
 var _ interface {
-	Create(ctx context.Context, opts oci.CreateOptions) (int, error)
+	Create(ctx context.Context, opts runtime.CreateOptions) (int, error)
 	Start(ctx context.Context, id string) error
 	Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error
 	Delete(ctx context.Context, id string) error
-	State(ctx context.Context, id string) (oci.State, error)
-	Exited(id string) (oci.ExitStatus, bool, error)
-	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
-	ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error)
-	Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error)
-	Attach(ctx context.Context, id string, opts oci.AttachOptions) error
+	State(ctx context.Context, id string) (runtime.State, error)
+	Exited(id string) (runtime.ExitStatus, bool, error)
+	Wait(ctx context.Context, id string) (runtime.ExitStatus, error)
+	ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error)
+	Exec(ctx context.Context, id string, opts runtime.ExecStreamOptions) (int32, error)
+	Attach(ctx context.Context, id string, opts runtime.AttachOptions) error
 	Update(ctx context.Context, id string, r *specs.LinuxResources) error
 	ReopenLog(ctx context.Context, id string) error
 	Close() error
@@ -151,7 +151,7 @@ func (e *testEnv) startPod(ctx context.Context, r *Runtime, name string) string 
 	e.t.Helper()
 	id := e.newID(name)
 	e.pods = append(e.pods, id)
-	e.create(ctx, r, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, id, nil, "sleep", "1000"), ConmonCgroup: shimCgroup})
+	e.create(ctx, r, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, id, nil, "sleep", "1000"), MonitorCgroup: shimCgroup})
 	if err := r.Start(ctx, id); err != nil {
 		e.t.Fatalf("Start sandbox %s: %v", id, err)
 	}
@@ -160,13 +160,13 @@ func (e *testEnv) startPod(ctx context.Context, r *Runtime, name string) string 
 
 // newContainer writes a bundle for a new container in pod and returns its
 // ID and create options (with a log file).
-func (e *testEnv) newContainer(pod, name string, mutate func(*specs.Spec), args ...string) (string, oci.CreateOptions) {
+func (e *testEnv) newContainer(pod, name string, mutate func(*specs.Spec), args ...string) (string, runtime.CreateOptions) {
 	id := e.newID(name)
 	e.containers = append(e.containers, id)
-	return id, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, pod, mutate, args...), LogPath: filepath.Join(e.dir, id+".log")}
+	return id, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, pod, mutate, args...), LogPath: filepath.Join(e.dir, id+".log")}
 }
 
-func (e *testEnv) create(ctx context.Context, r *Runtime, opts oci.CreateOptions) int {
+func (e *testEnv) create(ctx context.Context, r *Runtime, opts runtime.CreateOptions) int {
 	e.t.Helper()
 	pid, err := r.Create(ctx, opts)
 	if err != nil {
@@ -179,7 +179,7 @@ func (e *testEnv) create(ctx context.Context, r *Runtime, opts oci.CreateOptions
 }
 
 // run creates and starts a container in pod.
-func (e *testEnv) run(ctx context.Context, r *Runtime, pod, name string, mutate func(*specs.Spec), args ...string) (string, oci.CreateOptions) {
+func (e *testEnv) run(ctx context.Context, r *Runtime, pod, name string, mutate func(*specs.Spec), args ...string) (string, runtime.CreateOptions) {
 	e.t.Helper()
 	id, opts := e.newContainer(pod, name, mutate, args...)
 	e.create(ctx, r, opts)
@@ -378,14 +378,14 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 
 	pod := e.startPod(ctx, r, "pod")
 	sbState, err := r.State(ctx, pod)
-	if err != nil || sbState.Status != oci.StatusRunning || sbState.MonitorPid <= 0 || sbState.Pid <= 0 {
+	if err != nil || sbState.Status != runtime.StatusRunning || sbState.MonitorPid <= 0 || sbState.Pid <= 0 {
 		t.Fatalf("sandbox State = %+v, %v", sbState, err)
 	}
 
 	id, opts := e.newContainer(pod, "life", nil, "sh", "-c", `echo hello; echo oops >&2; printf partial; trap "" TERM; sleep 100`)
 	pid := e.create(ctx, r, opts)
 	st, err := r.State(ctx, id)
-	if err != nil || st.Status != oci.StatusCreated || st.Pid != pid || st.Bundle != opts.BundleDir || st.Created.IsZero() {
+	if err != nil || st.Status != runtime.StatusCreated || st.Pid != pid || st.Bundle != opts.BundleDir || st.Created.IsZero() {
 		t.Fatalf("State after Create = %+v, %v (pid %d)", st, err, pid)
 	}
 	// One shim serves the pod: the container's monitor is the sandbox's.
@@ -409,7 +409,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	if err := r.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusRunning || st.Pid != pid {
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning || st.Pid != pid {
 		t.Fatalf("State after Start = %+v, %v", st, err)
 	}
 	if _, ok, err := r.Exited(id); ok || err != nil {
@@ -435,7 +435,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	if w, err := r.Wait(ctx, id); err != nil || w.Code != exit.Code || !w.ExitedAt.Equal(exit.ExitedAt) {
 		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusStopped {
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
 		t.Errorf("State after Stop = %+v, %v", st, err)
 	}
 	if err := r.Stop(ctx, id, timeout, 0); err != nil {
@@ -514,7 +514,7 @@ func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
 	if shims := shimsOf(pod); len(shims) != 1 {
 		t.Fatalf("shims of the pod while a container runs: %v, want one", shims)
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusRunning {
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
 		t.Fatalf("container State with the sandbox stopped = %+v, %v", st, err)
 	}
 	// The container exits on its own: the exit watcher releases the shim.
@@ -529,7 +529,7 @@ func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
 		t.Errorf("released shim's socket: %v", err)
 	}
 	for _, cid := range []string{pod, id} {
-		if st, err := r.State(ctx, cid); err != nil || st.Status != oci.StatusStopped {
+		if st, err := r.State(ctx, cid); err != nil || st.Status != runtime.StatusStopped {
 			t.Errorf("State of %s after the release = %+v, %v", cid, st, err)
 		}
 		if _, ok, err := r.Exited(cid); !ok || err != nil {
@@ -641,7 +641,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 	// A sandbox whose runc fails: the shim started for it is stopped.
 	bad := e.newID("badpod")
 	e.pods = append(e.pods, bad)
-	badOpts := oci.CreateOptions{ID: bad, BundleDir: e.bundle(bad, bad, nil, "/bin/nonexistent")}
+	badOpts := runtime.CreateOptions{ID: bad, BundleDir: e.bundle(bad, bad, nil, "/bin/nonexistent")}
 	if _, err := r.Create(ctx, badOpts); err == nil {
 		t.Fatal("Create of a failing sandbox succeeded")
 	}
@@ -668,7 +668,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 	defer r2.Close()
 	other := e.newID("wrongopts")
 	e.pods = append(e.pods, other)
-	_, err = r2.Create(ctx, oci.CreateOptions{ID: other, BundleDir: e.bundle(other, other, nil, "sleep", "10")})
+	_, err = r2.Create(ctx, runtime.CreateOptions{ID: other, BundleDir: e.bundle(other, other, nil, "sleep", "10")})
 	if err == nil || !strings.Contains(err.Error(), "type.googleapis.com/containerd.runc.v1.Options") {
 		t.Fatalf("Create with a wrong options type URL = %v", err)
 	}
@@ -693,7 +693,7 @@ func TestIntegrationUnknownID(t *testing.T) {
 	if _, err := r.Wait(ctx, id); !errdefs.IsNotFound(err) {
 		t.Errorf("Wait = %v, want ErrNotFound", err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"true"}}); !errdefs.IsNotFound(err) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"true"}}); !errdefs.IsNotFound(err) {
 		t.Errorf("ExecSync = %v, want ErrNotFound", err)
 	}
 	if err := r.ReopenLog(ctx, id); !errdefs.IsNotFound(err) {

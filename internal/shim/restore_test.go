@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // TestRestoreRecords starts a Runtime on state left by an earlier one
@@ -55,7 +55,7 @@ func TestRestoreRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := writeExit(exitedDir, oci.ExitStatus{Code: 3, ExitedAt: at}); err != nil {
+	if err := writeExit(exitedDir, runtime.ExitStatus{Code: 3, ExitedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +78,7 @@ func TestRestoreRecords(t *testing.T) {
 	if st, ok, err := r.Exited("orphan"); err != nil || !ok || st.Code != 137 {
 		t.Errorf("Exited of a container whose shim is gone = %+v, %v, %v; want 137", st, ok, err)
 	}
-	if st, err := r.State(ctx, "orphan"); err != nil || st.Status != oci.StatusStopped || st.MonitorPid != 0 {
+	if st, err := r.State(ctx, "orphan"); err != nil || st.Status != runtime.StatusStopped || st.MonitorPid != 0 {
 		t.Errorf("State = %+v, %v", st, err)
 	}
 	if st, ok, err := r.Exited("exited"); err != nil || !ok || st.Code != 3 || !st.ExitedAt.Equal(at) {

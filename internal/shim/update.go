@@ -12,11 +12,11 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // Update changes the resources of container id through the shim and
-// records them in the bundle's config.json (as oci.Runtime.Update does),
+// records them in the bundle's config.json (as runtime.Runtime.Update does),
 // so that whoever reads the bundle later sees the new values. Fields left
 // nil keep their value. An unknown ID gives an error wrapping
 // errdefs.ErrNotFound, a stopped container errdefs.ErrFailedPrecondition;
@@ -34,7 +34,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 		return fmt.Errorf("update container %s: %w", id, err)
 	}
 	switch st.Status {
-	case oci.StatusCreated, oci.StatusRunning, oci.StatusPaused:
+	case runtime.StatusCreated, runtime.StatusRunning, runtime.StatusPaused:
 	default:
 		return fmt.Errorf("update container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
 	}
@@ -57,7 +57,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	}
 	// After the shim: a value it refused must not be recorded. A
 	// failure here leaves the two apart until the caller's retry.
-	if err := oci.UpdateSpecResources(filepath.Join(c.rec.Bundle, "config.json"), data); err != nil {
+	if err := runtime.UpdateSpecResources(filepath.Join(c.rec.Bundle, "config.json"), data); err != nil {
 		return fmt.Errorf("update container %s: record resources in config.json: %w", id, err)
 	}
 	log.G(ctx).Debug("container resources updated", "id", id)
