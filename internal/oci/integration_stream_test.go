@@ -233,7 +233,9 @@ func TestIntegrationAttach(t *testing.T) {
 		var stdout syncBuffer
 		stdinR, stdinW := io.Pipe()
 		done := make(chan error, 1)
-		go func() { done <- e.rt.Attach(ctx, id, runtime.AttachOptions{Stdin: stdinR, Stdout: &stdout, StdinOnce: true}) }()
+		go func() {
+			done <- e.rt.Attach(ctx, id, runtime.AttachOptions{Stdin: stdinR, Stdout: &stdout, StdinOnce: true})
+		}()
 		if _, err := io.WriteString(stdinW, "hello\n"); err != nil {
 			t.Fatal(err)
 		}

@@ -193,12 +193,12 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return rt.Delete(ctx, id)
 	})
 	pid, err := rt.Create(ctx, runtime.CreateOptions{
-		ID:           id,
-		BundleDir:    bundle,
-		LogPath:      rec.LogPath,
-		Terminal:     cfg.GetTty(),
-		Stdin:        cfg.GetStdin(),
-		StdinOnce:    cfg.GetStdinOnce(),
+		ID:            id,
+		BundleDir:     bundle,
+		LogPath:       rec.LogPath,
+		Terminal:      cfg.GetTty(),
+		Stdin:         cfg.GetStdin(),
+		StdinOnce:     cfg.GetStdinOnce(),
 		MonitorCgroup: s.conmonCgroup(),
 	})
 	if err != nil {

@@ -66,4 +66,6 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 	return nil
 }
 
-func exitNow(code int32) runtime.ExitStatus { return runtime.ExitStatus{Code: code, ExitedAt: time.Now()} }
+func exitNow(code int32) runtime.ExitStatus {
+	return runtime.ExitStatus{Code: code, ExitedAt: time.Now()}
+}
