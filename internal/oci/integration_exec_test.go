@@ -89,9 +89,7 @@ func assertExecGone(t *testing.T, id string, want ...string) {
 }
 
 func TestIntegrationExecSync(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	caps := []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETUID", "CAP_SETGID"}
 	id, bundle := e.startContainer(ctx, "exec", runtime.CreateOptions{}, func(s *specs.Spec) {
 		s.Process.Env = append(s.Process.Env, "FOO=container", "KEEP=kept")
@@ -226,9 +224,7 @@ func statusField(t *testing.T, pid int, name string) string {
 }
 
 func TestIntegrationExecSyncTimeout(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	id, _ := e.startContainer(ctx, "exectimeout", runtime.CreateOptions{}, nil, "sleep", "1000")
 
 	for _, tc := range []struct {
@@ -277,9 +273,7 @@ func TestIntegrationExecSyncTimeout(t *testing.T) {
 }
 
 func TestIntegrationExecSyncConcurrent(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	id, _ := e.startContainer(ctx, "execmany", runtime.CreateOptions{}, nil, "sleep", "1000")
 
 	// Latency of the cheapest probe, one at a time.
@@ -325,9 +319,7 @@ func TestIntegrationExecSyncConcurrent(t *testing.T) {
 }
 
 func TestIntegrationExecSyncNotRunning(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 
 	created := e.newID("execcreated")
 	e.create(ctx, e.rt, runtime.CreateOptions{ID: created, BundleDir: e.bundle(created, nil, "sleep", "1000")})
@@ -356,9 +348,7 @@ func TestIntegrationExecSyncNotRunning(t *testing.T) {
 }
 
 func TestIntegrationUpdate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	pids := int64(100)
 	id, bundle := e.startContainer(ctx, "update", runtime.CreateOptions{}, func(s *specs.Spec) {
 		s.Linux.Resources = &specs.LinuxResources{
@@ -429,9 +419,7 @@ func TestIntegrationUpdate(t *testing.T) {
 }
 
 func TestIntegrationReopenLog(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	logDir := filepath.Join(e.dir, "logs")
 	if err := os.Mkdir(logDir, 0o755); err != nil {
 		t.Fatal(err)

@@ -89,9 +89,7 @@ func waitExec(t *testing.T, ch <-chan execResult) execResult {
 }
 
 func TestIntegrationExecStream(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	id, _ := e.startContainer(ctx, "execstream", runtime.CreateOptions{}, nil, "sleep", "1000")
 
 	for _, tc := range []struct {
@@ -157,9 +155,7 @@ func TestIntegrationExecStream(t *testing.T) {
 }
 
 func TestIntegrationExecStreamTerminal(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	id, _ := e.startContainer(ctx, "exectty", runtime.CreateOptions{}, withTerminal, "sleep", "1000")
 
 	t.Run("interactive shell", func(t *testing.T) {
@@ -224,9 +220,7 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 }
 
 func TestIntegrationAttach(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 
 	t.Run("stdin once", func(t *testing.T) {
 		id, _ := e.startContainer(ctx, "attachonce", runtime.CreateOptions{Stdin: true, StdinOnce: true}, nil, "cat")

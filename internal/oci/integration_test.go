@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/testbundle"
@@ -36,8 +33,6 @@ const (
 	testCgroupParent = "/podbay-test"
 )
 
-var idCounter atomic.Int64
-
 type testEnv struct {
 	t       *testing.T
 	dir     string
@@ -48,21 +43,12 @@ type testEnv struct {
 	cgroups []string // conmon cgroups to remove at the end
 }
 
-func newTestEnv(t *testing.T) *testEnv {
+// newTestEnv makes the test's environment and a context for its calls
+// that ends after timeout, or with the test.
+func newTestEnv(t *testing.T, timeout time.Duration) (*testEnv, context.Context) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("integration test needs root")
-	}
-	for _, bin := range []string{runcPath, conmonPath, busyboxPath} {
-		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("integration test needs %s", bin)
-		}
-	}
-	dir := t.TempDir()
-	e := &testEnv{t: t, dir: dir, busybox: filepath.Join(dir, "busybox")}
-	if err := copyFile(busyboxPath, e.busybox); err != nil {
-		t.Fatal(err)
-	}
+	dir, busybox := testbundle.Host(t, busyboxPath, runcPath, conmonPath)
+	e := &testEnv{t: t, dir: dir, busybox: busybox}
 	e.cfg = Config{
 		Name:             "runc",
 		RuntimePath:      runcPath,
@@ -75,22 +61,18 @@ func newTestEnv(t *testing.T) *testEnv {
 	}
 	e.rt = e.newRuntime()
 	t.Cleanup(e.cleanup)
-	return e
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	return e, ctx
 }
 
 func (e *testEnv) newRuntime() *Runtime {
-	e.t.Helper()
-	r, err := New(e.cfg)
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	e.t.Cleanup(func() { r.Close() })
-	return r
+	return testbundle.Open(e.t, func() (*Runtime, error) { return New(e.cfg) })
 }
 
 // newID returns a container ID unique to this test process.
 func (e *testEnv) newID(name string) string {
-	id := fmt.Sprintf("podbaytest-%d-%d-%s", os.Getpid(), idCounter.Add(1), name)
+	id := testbundle.NewID("podbaytest", name)
 	e.ids = append(e.ids, id)
 	return id
 }
@@ -110,17 +92,10 @@ func (e *testEnv) bundle(id string, mutate func(*specs.Spec), args ...string) st
 	return b
 }
 
-// create creates a container and registers its deletion.
+// create creates a container.
 func (e *testEnv) create(ctx context.Context, r *Runtime, opts runtime.CreateOptions) int {
 	e.t.Helper()
-	pid, err := r.Create(ctx, opts)
-	if err != nil {
-		e.t.Fatalf("Create %s: %v", opts.ID, err)
-	}
-	if pid <= 0 {
-		e.t.Fatalf("Create %s returned pid %d", opts.ID, pid)
-	}
-	return pid
+	return testbundle.Create(ctx, e.t, r, opts)
 }
 
 // cleanup deletes every container the test made and checks that nothing
@@ -143,9 +118,9 @@ func (e *testEnv) cleanup() {
 	}
 	e.assertNoLeaks(e.ids...)
 	for _, cg := range e.cgroups {
-		removeCgroup(t, cg)
+		testbundle.RemoveCgroup(t, cg)
 	}
-	removeCgroup(t, testCgroupParent)
+	testbundle.RemoveCgroup(t, testCgroupParent)
 }
 
 func (e *testEnv) assertNoLeaks(ids ...string) {
@@ -155,7 +130,7 @@ func (e *testEnv) assertNoLeaks(ids ...string) {
 		// conmon may still be on its way out; it is reaped by init.
 		var procs []string
 		waitUntil(context.Background(), 5*time.Second, func() bool {
-			procs = processesOf(id)
+			procs = testbundle.ProcessesOf(id)
 			return len(procs) == 0
 		})
 		if len(procs) > 0 {
@@ -179,65 +154,8 @@ func (e *testEnv) assertNoLeaks(ids ...string) {
 	}
 }
 
-// processesOf lists the live processes that have id on their command line
-// or in their cgroup path.
-func processesOf(id string) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		cgroup, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
-		if strings.Contains(string(cmdline), id) || strings.Contains(string(cgroup), "/"+id+"\n") {
-			found = append(found, fmt.Sprintf("%d:%s", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
-		}
-	}
-	return found
-}
-
-// removeCgroup removes path from every hierarchy, ignoring ones that are
-// missing or still in use (another test process).
-func removeCgroup(t *testing.T, path string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer f.Close()
-	mounts, err := cgroups.ParseMounts(f)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for _, m := range mounts {
-		_ = os.Remove(filepath.Join(m.Dir, path))
-	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
 func TestIntegrationLifecycle(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	r := e.rt
 
 	id := e.newID("life")
@@ -252,7 +170,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Fatalf("State: %v", err)
 	}
 	if st.Status != runtime.StatusCreated || st.Pid != pid || st.Bundle != bundle || st.MonitorPid <= 0 || st.Created.IsZero() {
-		t.Fatalf("runtime.State after Create = %+v (pid %d)", st, pid)
+		t.Fatalf("State after Create = %+v (pid %d)", st, pid)
 	}
 	monitor := st.MonitorPid
 	// conmon is detached: not our child, not in our process group, and in
@@ -268,7 +186,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning || st.Pid != pid {
-		t.Fatalf("runtime.State after Start = %+v, %v", st, err)
+		t.Fatalf("State after Start = %+v, %v", st, err)
 	}
 	if _, ok, err := r.Exited(id); ok || err != nil {
 		t.Fatalf("Exited while running = %v, %v", ok, err)
@@ -278,30 +196,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 	}
 
 	// The process ignores SIGTERM: Stop must wait out the timeout, then kill.
-	const timeout = 700 * time.Millisecond
-	start := time.Now()
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if d := time.Since(start); d < timeout || d > timeout+5*time.Second {
-		t.Errorf("Stop took %v with a %v timeout", d, timeout)
-	}
-	exit, ok, err := r.Exited(id)
-	if err != nil || !ok || exit.Code != 137 {
-		t.Fatalf("Exited after Stop = (%+v, %v, %v), want code 137", exit, ok, err)
-	}
-	if exit.ExitedAt.Before(start) || exit.ExitedAt.After(time.Now()) {
-		t.Errorf("ExitedAt %v not within the Stop call (started %v)", exit.ExitedAt, start)
-	}
-	if w, err := r.Wait(ctx, id); err != nil || w != exit {
-		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
-		t.Errorf("runtime.State after Stop = %+v, %v", st, err)
-	}
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Errorf("second Stop: %v", err)
-	}
+	testbundle.CheckStopAfterTimeout(ctx, t, r, id)
 	if err := r.Kill(ctx, id, syscall.SIGTERM, false); err != nil {
 		t.Errorf("Kill of a stopped container: %v", err)
 	}
@@ -320,7 +215,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Fatalf("Delete: %v", err)
 	}
 	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("runtime.State after Delete = %v, want ErrNotFound", err)
+		t.Errorf("State after Delete = %v, want ErrNotFound", err)
 	}
 	if _, ok, _ := r.Exited(id); ok {
 		t.Error("exit file survived Delete")
@@ -337,9 +232,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 }
 
 func TestIntegrationGracefulStop(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("graceful")
 	// PID 1 of a pid namespace only gets signals it handles.
 	bundle := e.bundle(id, nil, "sh", "-c", `trap "exit 7" TERM; sleep 100 & wait`)
@@ -360,9 +253,7 @@ func TestIntegrationGracefulStop(t *testing.T) {
 }
 
 func TestIntegrationExitCode(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("exit3")
 	bundle := e.bundle(id, nil, "sh", "-c", "sleep 0.2; exit 3")
 	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
@@ -384,7 +275,7 @@ func TestIntegrationExitCode(t *testing.T) {
 		t.Fatalf("Wait: %v", err)
 	}
 	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
-		t.Errorf("runtime.State = %+v, %v", st, err)
+		t.Errorf("State = %+v, %v", st, err)
 	}
 	if err := e.rt.Stop(ctx, id, time.Second, 0); err != nil {
 		t.Errorf("Stop of an exited container: %v", err)
@@ -449,7 +340,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTestEnv(t)
+			e, ctx := newTestEnv(t, time.Minute)
 			id := e.newID("fail")
 			r := e.rt
 			if tc.wrapper != "" {
@@ -464,8 +355,6 @@ func TestIntegrationCreateFailure(t *testing.T) {
 				os.Remove(filepath.Join(bundle, "config.json"))
 			}
 			logPath := filepath.Join(e.dir, id+".log")
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
 			createCtx := ctx
 			if tc.timeout > 0 {
 				var c context.CancelFunc
@@ -508,9 +397,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 }
 
 func TestIntegrationLogDirMissing(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("nolog")
 	bundle := e.bundle(id, nil, "sleep", "100")
 	// conmon fails before it detaches; what it printed must reach the caller.
@@ -522,9 +409,7 @@ func TestIntegrationLogDirMissing(t *testing.T) {
 }
 
 func TestIntegrationTerminal(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("tty")
 	logPath := filepath.Join(e.dir, id+".log")
 	bundle := e.bundle(id, func(s *specs.Spec) {
@@ -549,12 +434,10 @@ func TestIntegrationTerminal(t *testing.T) {
 }
 
 // TestIntegrationMonitorKilled shows what happens when conmon dies under a
-// running container: the container keeps running, runtime.State reports no
+// running container: the container keeps running, State reports no
 // monitor, Stop still works, but no exit code is ever recorded.
 func TestIntegrationMonitorKilled(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("orphan")
 	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "sleep", "100")})
 	if err := e.rt.Start(ctx, id); err != nil {
@@ -562,7 +445,7 @@ func TestIntegrationMonitorKilled(t *testing.T) {
 	}
 	st, err := e.rt.State(ctx, id)
 	if err != nil || st.MonitorPid == 0 {
-		t.Fatalf("runtime.State = %+v, %v", st, err)
+		t.Fatalf("State = %+v, %v", st, err)
 	}
 	if err := syscall.Kill(st.MonitorPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -572,13 +455,13 @@ func TestIntegrationMonitorKilled(t *testing.T) {
 	}
 	after, err := e.rt.State(ctx, id)
 	if err != nil || after.Status != runtime.StatusRunning || after.MonitorPid != 0 || after.Pid != st.Pid {
-		t.Fatalf("runtime.State after conmon died = %+v, %v", after, err)
+		t.Fatalf("State after conmon died = %+v, %v", after, err)
 	}
 	if err := e.rt.Stop(ctx, id, 0, 0); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
-		t.Errorf("runtime.State after Stop = %+v, %v", st, err)
+		t.Errorf("State after Stop = %+v, %v", st, err)
 	}
 	if _, ok, err := e.rt.Exited(id); ok || err != nil {
 		t.Errorf("Exited without conmon = %v, %v; want no exit file", ok, err)
@@ -593,9 +476,7 @@ func (e *testEnv) newRuntimeWithPath(path string) *Runtime {
 func TestIntegrationOOMScoreAdjRestricted(t *testing.T) {
 	// This host lacks CAP_SYS_RESOURCE; the runtime's complaint must reach
 	// the caller. Elsewhere the create succeeds, which is fine too.
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("oom")
 	adj := -998
 	bundle := e.bundle(id, func(s *specs.Spec) { s.Process.OOMScoreAdj = &adj }, "sleep", "100")
@@ -611,9 +492,7 @@ func TestIntegrationOOMScoreAdjRestricted(t *testing.T) {
 }
 
 func TestIntegrationCreateExistingID(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("dup")
 	bundle := e.bundle(id, nil, "sleep", "100")
 	pid := e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
@@ -622,7 +501,7 @@ func TestIntegrationCreateExistingID(t *testing.T) {
 	}
 	// The failed second Create must not have rolled back the first.
 	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusCreated || st.Pid != pid || st.MonitorPid == 0 {
-		t.Fatalf("runtime.State after duplicate Create = %+v, %v", st, err)
+		t.Fatalf("State after duplicate Create = %+v, %v", st, err)
 	}
 	// Stop of a created (never started) container.
 	if err := e.rt.Stop(ctx, id, 0, 0); err != nil {
@@ -634,12 +513,10 @@ func TestIntegrationCreateExistingID(t *testing.T) {
 }
 
 func TestIntegrationUnknownID(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("ghost")
 	if _, err := e.rt.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("runtime.State = %v, want ErrNotFound", err)
+		t.Errorf("State = %v, want ErrNotFound", err)
 	}
 	if err := e.rt.Kill(ctx, id, syscall.SIGTERM, false); !errdefs.IsNotFound(err) {
 		t.Errorf("Kill = %v, want ErrNotFound", err)
@@ -673,9 +550,7 @@ func TestIntegrationUnknownID(t *testing.T) {
 // container exits while no Runtime exists, and a second Runtime on the same
 // directories takes over.
 func TestIntegrationDaemonRestart(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 
 	first, err := New(e.cfg)
 	if err != nil {
@@ -727,7 +602,7 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	}
 	st, err := second.State(ctx, long)
 	if err != nil || st.Status != runtime.StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid || st.MonitorPid == 0 {
-		t.Fatalf("runtime.State after restart = %+v, %v; before %+v", st, err, before)
+		t.Fatalf("State after restart = %+v, %v; before %+v", st, err, before)
 	}
 	waited := make(chan runtime.ExitStatus, 1)
 	go func() {

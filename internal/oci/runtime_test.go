@@ -120,7 +120,7 @@ exit 1
 	}
 	ctx := context.Background()
 	if _, err := r.State(ctx, "c1"); !errdefs.IsNotFound(err) {
-		t.Errorf("runtime.State of an unknown ID = %v, want ErrNotFound", err)
+		t.Errorf("State of an unknown ID = %v, want ErrNotFound", err)
 	}
 	if err := r.Stop(ctx, "c1", time.Second, 0); err != nil {
 		t.Errorf("Stop of an unknown ID = %v, want nil", err)

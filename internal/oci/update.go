@@ -2,7 +2,6 @@ package oci
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -27,19 +26,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
-	if res == nil {
-		return fmt.Errorf("update container %s: no resources: %w", id, errdefs.ErrInvalidArgument)
-	}
-	st, err := r.State(ctx, id)
-	if err != nil {
-		return fmt.Errorf("update container %s: %w", id, err)
-	}
-	switch st.Status {
-	case runtime.StatusCreated, runtime.StatusRunning, runtime.StatusPaused:
-	default:
-		return fmt.Errorf("update container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
-	}
-	data, err := json.Marshal(res)
+	bundle, data, err := runtime.ResourcesUpdate(ctx, r, id, res)
 	if err != nil {
 		return fmt.Errorf("update container %s: %w", id, err)
 	}
@@ -55,7 +42,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	// After the cgroup: a value the runtime refused must not be recorded.
 	// A failure here leaves the cgroup updated and config.json behind; the
 	// caller's retry makes them agree, an update being idempotent.
-	if err := runtime.UpdateSpecResources(filepath.Join(st.Bundle, "config.json"), data); err != nil {
+	if err := runtime.UpdateSpecResources(filepath.Join(bundle, "config.json"), data); err != nil {
 		return fmt.Errorf("update container %s: record resources in config.json: %w", id, err)
 	}
 	log.G(ctx).Debug("container resources updated", "id", id)

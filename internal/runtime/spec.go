@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/podbay/podbay/internal/atomicfile"
 	"github.com/podbay/podbay/internal/environ"
+	"github.com/podbay/podbay/internal/errdefs"
 )
 
 // OOMMarker is the file in a bundle directory whose presence records that
@@ -139,4 +141,26 @@ func mergeJSON(dst, patch map[string]any) map[string]any {
 		dst[k] = v
 	}
 	return dst
+}
+
+// ResourcesUpdate checks an update of container id's resources to res
+// against its state, read through rt, and returns its bundle and res as
+// the JSON that the runtime and UpdateSpecResources take. A nil res gives
+// errdefs.ErrInvalidArgument, a container that is neither created,
+// running nor paused errdefs.ErrFailedPrecondition.
+func ResourcesUpdate(ctx context.Context, rt Runtime, id string, res *specs.LinuxResources) (bundle string, data []byte, err error) {
+	if res == nil {
+		return "", nil, fmt.Errorf("no resources: %w", errdefs.ErrInvalidArgument)
+	}
+	st, err := rt.State(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	switch st.Status {
+	case StatusCreated, StatusRunning, StatusPaused:
+	default:
+		return "", nil, fmt.Errorf("container is %s: %w", st.Status, errdefs.ErrFailedPrecondition)
+	}
+	data, err = json.Marshal(res)
+	return st.Bundle, data, err
 }

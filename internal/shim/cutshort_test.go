@@ -13,6 +13,7 @@ import (
 
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/testbundle"
 )
 
 // A create cut short: runc create killed after it made its state directory
@@ -142,7 +143,7 @@ func waitCutShort(t *testing.T, bundle string) {
 	t.Helper()
 	// Whatever the test finds, its "runc init" does not outlive it.
 	t.Cleanup(func() { _ = runtime.RemoveSpecCgroup(context.Background(), bundle) })
-	if !waitFor(30*time.Second, func() bool {
+	if !testbundle.WaitFor(30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(bundle, cutShortReady))
 		return err == nil
 	}) {
@@ -165,8 +166,8 @@ func (e *testEnv) assertCutShortGone(id string) {
 			t.Errorf("cgroup left: %s", cg)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesOf(id)) == 0 }) {
-		t.Errorf("processes left: %q", processesOf(id))
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(testbundle.ProcessesOf(id)) == 0 }) {
+		t.Errorf("processes left: %q", testbundle.ProcessesOf(id))
 	}
 }
 
@@ -175,9 +176,7 @@ func (e *testEnv) assertCutShortGone(id string) {
 // leaves runc's state and the cgroup; a restarted Runtime finds a task
 // its shim does not know, and Delete must remove them.
 func TestIntegrationDaemonKilledDuringCreate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	if err := e.rt.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,9 +222,7 @@ func TestIntegrationDaemonKilledDuringCreate(t *testing.T) {
 // container's runc create: Create fails, and its rollback must remove what
 // the create left, which no shim knows any more.
 func TestIntegrationShimKilledDuringCreate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	if err := e.rt.Close(); err != nil {
 		t.Fatal(err)
 	}

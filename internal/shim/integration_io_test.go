@@ -17,12 +17,11 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/testbundle"
 )
 
 func TestIntegrationExecSync(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "exec", nil, "sleep", "100")
@@ -81,9 +80,7 @@ func TestIntegrationExecSync(t *testing.T) {
 }
 
 func TestIntegrationExecStream(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "exec", nil, "sleep", "1000")
@@ -136,22 +133,20 @@ func TestIntegrationExecStream(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("cancelled Exec took %v", d)
 	}
-	if !waitFor(5*time.Second, func() bool {
-		for _, p := range processesOf(id) {
+	if !testbundle.WaitFor(5*time.Second, func() bool {
+		for _, p := range testbundle.ProcessesOf(id) {
 			if strings.HasSuffix(p, ":sleep 100 ") {
 				return false
 			}
 		}
 		return true
 	}) {
-		t.Errorf("cancelled exec still runs: %q", processesOf(id))
+		t.Errorf("cancelled exec still runs: %q", testbundle.ProcessesOf(id))
 	}
 }
 
 func TestIntegrationAttach(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 
@@ -193,7 +188,7 @@ func TestIntegrationAttach(t *testing.T) {
 			t.Fatalf("Attach: %v", err)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "got:two") }) {
+	if !testbundle.WaitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "got:two") }) {
 		t.Errorf("log %q lacks both inputs", readFile(t, opts.LogPath))
 	}
 	if st, err := r.State(ctx, keep); err != nil || st.Status != runtime.StatusRunning {
@@ -228,9 +223,7 @@ func TestIntegrationAttach(t *testing.T) {
 }
 
 func TestIntegrationUpdate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, opts := e.run(ctx, r, pod, "update", nil, "sleep", "100")
@@ -290,14 +283,12 @@ func checkConsecutive(t *testing.T, ticks []int) {
 const tickScript = `i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.02; done`
 
 func TestIntegrationReopenLog(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, opts := e.run(ctx, r, pod, "ticker", nil, "sh", "-c", tickScript)
 
-	waitFor(5*time.Second, func() bool { return len(ticks(readFile(t, opts.LogPath))) >= 5 })
+	testbundle.WaitFor(5*time.Second, func() bool { return len(ticks(readFile(t, opts.LogPath))) >= 5 })
 	rotated := opts.LogPath + ".1"
 	if err := os.Rename(opts.LogPath, rotated); err != nil {
 		t.Fatal(err)
@@ -305,7 +296,7 @@ func TestIntegrationReopenLog(t *testing.T) {
 	if err := r.ReopenLog(ctx, id); err != nil {
 		t.Fatalf("ReopenLog: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool {
+	if !testbundle.WaitFor(5*time.Second, func() bool {
 		b, _ := os.ReadFile(opts.LogPath)
 		return len(ticks(string(b))) >= 5
 	}) {
@@ -333,9 +324,7 @@ func TestIntegrationReopenLog(t *testing.T) {
 }
 
 func TestIntegrationOOM(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	limit := int64(16 << 20)
@@ -371,9 +360,7 @@ func TestIntegrationOOM(t *testing.T) {
 // Runtime is closed while a container writes, another exits while no
 // Runtime runs, and a second Runtime on the same state takes over.
 func TestIntegrationRestart(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	first := e.rt
 	pod := e.startPod(ctx, first, "pod")
 	ticker, tickOpts := e.run(ctx, first, pod, "ticker", nil, "sh", "-c", tickScript)
@@ -388,7 +375,7 @@ func TestIntegrationRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) >= 5 })
+	testbundle.WaitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) >= 5 })
 	if err := first.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -410,7 +397,7 @@ func TestIntegrationRestart(t *testing.T) {
 		t.Fatalf("State after restart = %+v, %v; before %+v", st, err, before)
 	}
 	// The output goes on, nothing lost while no Runtime ran.
-	if !waitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) > down+60 }) {
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) > down+60 }) {
 		t.Fatalf("the log did not grow after the restart: %d ticks, %d at the restart", len(ticks(readFile(t, tickOpts.LogPath))), down)
 	}
 	if res, err := second.ExecSync(ctx, ticker, runtime.ExecOptions{Args: []string{"echo", "alive"}}); err != nil || string(res.Stdout) != "alive\n" {
@@ -420,7 +407,7 @@ func TestIntegrationRestart(t *testing.T) {
 	if err := second.Attach(ctx, reader, runtime.AttachOptions{Stdin: strings.NewReader("after\n")}); err != nil {
 		t.Fatalf("Attach after restart: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, readerOpts.LogPath), " stdout F got:after\n") }) {
+	if !testbundle.WaitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, readerOpts.LogPath), " stdout F got:after\n") }) {
 		t.Errorf("input after restart did not arrive: %q", readFile(t, readerOpts.LogPath))
 	}
 	if err := second.Stop(ctx, ticker, 0, 0); err != nil {
@@ -436,9 +423,7 @@ func TestIntegrationRestart(t *testing.T) {
 // exited with 137, as containerd does, their processes are killed (the
 // shim binary's delete), and Delete cleans up.
 func TestIntegrationDeadShim(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "victim", nil, "sleep", "100")
@@ -460,8 +445,8 @@ func TestIntegrationDeadShim(t *testing.T) {
 	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped || st.MonitorPid != 0 {
 		t.Errorf("State after the shim died = %+v, %v", st, err)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesOf(id)) == 0 }) {
-		t.Errorf("container processes survive their dead shim: %q", processesOf(id))
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(testbundle.ProcessesOf(id)) == 0 }) {
+		t.Errorf("container processes survive their dead shim: %q", testbundle.ProcessesOf(id))
 	}
 	if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("dead shim's socket: %v", err)
@@ -486,9 +471,7 @@ func TestIntegrationDeadShim(t *testing.T) {
 // TestIntegrationRestartDeadShim kills a pod's shim while no Runtime
 // runs: the next one reports the pod's containers exited at once.
 func TestIntegrationRestartDeadShim(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	first := e.rt
 	pod := e.startPod(ctx, first, "pod")
 	id, _ := e.run(ctx, first, pod, "victim", nil, "sleep", "100")
@@ -502,7 +485,7 @@ func TestIntegrationRestartDeadShim(t *testing.T) {
 	if err := syscall.Kill(st.MonitorPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(5*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
+	testbundle.WaitFor(5*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
 
 	second := e.newRuntime()
 	for _, c := range []string{id, pod} {
@@ -510,8 +493,8 @@ func TestIntegrationRestartDeadShim(t *testing.T) {
 			t.Errorf("Exited %s after restart = (%+v, %v, %v), want 137", c, exit, ok, err)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesOf(id)) == 0 }) {
-		t.Errorf("container processes survive their dead shim: %q", processesOf(id))
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(testbundle.ProcessesOf(id)) == 0 }) {
+		t.Errorf("container processes survive their dead shim: %q", testbundle.ProcessesOf(id))
 	}
 	for _, c := range []string{id, pod} {
 		if err := second.Delete(ctx, c); err != nil {

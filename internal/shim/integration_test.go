@@ -1,19 +1,16 @@
 package shim
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -44,26 +41,6 @@ const (
 	testNamespace = "podbaytest"
 )
 
-// The server's interface, which Runtime must satisfy.
-var _ interface {
-	Create(ctx context.Context, opts runtime.CreateOptions) (int, error)
-	Start(ctx context.Context, id string) error
-	Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error
-	Delete(ctx context.Context, id string) error
-	State(ctx context.Context, id string) (runtime.State, error)
-	Exited(id string) (runtime.ExitStatus, bool, error)
-	Wait(ctx context.Context, id string) (runtime.ExitStatus, error)
-	ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error)
-	Exec(ctx context.Context, id string, opts runtime.ExecStreamOptions) (int32, error)
-	Attach(ctx context.Context, id string, opts runtime.AttachOptions) error
-	Update(ctx context.Context, id string, r *specs.LinuxResources) error
-	ReopenLog(ctx context.Context, id string) error
-	Close() error
-	Name() string
-} = (*Runtime)(nil)
-
-var idCounter atomic.Int64
-
 type testEnv struct {
 	t        *testing.T
 	dir      string
@@ -76,21 +53,12 @@ type testEnv struct {
 	containers, pods []string
 }
 
-func newTestEnv(t *testing.T) *testEnv {
+// newTestEnv makes the test's environment and a context for its calls
+// that ends after timeout, or with the test.
+func newTestEnv(t *testing.T, timeout time.Duration) (*testEnv, context.Context) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("integration test needs root")
-	}
-	for _, bin := range []string{shimBinary, runcPath, busyboxPath} {
-		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("integration test needs %s", bin)
-		}
-	}
-	dir := t.TempDir()
-	e := &testEnv{t: t, dir: dir, busybox: filepath.Join(dir, "busybox"), runcRoot: filepath.Join(dir, "runc")}
-	if err := copyFile(busyboxPath, e.busybox); err != nil {
-		t.Fatal(err)
-	}
+	dir, busybox := testbundle.Host(t, busyboxPath, shimBinary, runcPath)
+	e := &testEnv{t: t, dir: dir, busybox: busybox, runcRoot: filepath.Join(dir, "runc")}
 	opts, err := RuncOptions(runcPath, e.runcRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -104,22 +72,18 @@ func newTestEnv(t *testing.T) *testEnv {
 	}
 	t.Cleanup(e.cleanup)
 	e.rt = e.newRuntime()
-	return e
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	return e, ctx
 }
 
 // newRuntime starts a Runtime on the test's state, closed at the end.
 func (e *testEnv) newRuntime() *Runtime {
-	e.t.Helper()
-	r, err := New(e.cfg)
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	e.t.Cleanup(func() { r.Close() })
-	return r
+	return testbundle.Open(e.t, func() (*Runtime, error) { return New(e.cfg) })
 }
 
 func (e *testEnv) newID(name string) string {
-	return fmt.Sprintf("podbayshimtest-%d-%d-%s", os.Getpid(), idCounter.Add(1), name)
+	return testbundle.NewID("podbayshimtest", name)
 }
 
 // bundle writes the bundle of container id in pod (pod == id: the
@@ -168,14 +132,7 @@ func (e *testEnv) newContainer(pod, name string, mutate func(*specs.Spec), args 
 
 func (e *testEnv) create(ctx context.Context, r *Runtime, opts runtime.CreateOptions) int {
 	e.t.Helper()
-	pid, err := r.Create(ctx, opts)
-	if err != nil {
-		e.t.Fatalf("Create %s: %v", opts.ID, err)
-	}
-	if pid <= 0 {
-		e.t.Fatalf("Create %s returned pid %d", opts.ID, pid)
-	}
-	return pid
+	return testbundle.Create(ctx, e.t, r, opts)
 }
 
 // run creates and starts a container in pod.
@@ -210,10 +167,10 @@ func (e *testEnv) cleanup() {
 	}
 	e.assertNoLeaks()
 	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
-		removeCgroup(testCgroupParent + "/" + id)
+		testbundle.RemoveCgroup(t, testCgroupParent+"/"+id)
 	}
-	removeCgroup(shimCgroup)
-	removeCgroup(testCgroupParent)
+	testbundle.RemoveCgroup(t, shimCgroup)
+	testbundle.RemoveCgroup(t, testCgroupParent)
 }
 
 // assertNoLeaks checks that nothing of the test's pods and containers is
@@ -223,8 +180,8 @@ func (e *testEnv) assertNoLeaks() {
 	t.Helper()
 	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
 		var procs []string
-		waitFor(5*time.Second, func() bool {
-			procs = processesOf(id)
+		testbundle.WaitFor(5*time.Second, func() bool {
+			procs = testbundle.ProcessesOf(id)
 			return len(procs) == 0
 		})
 		if len(procs) > 0 {
@@ -267,36 +224,6 @@ func (e *testEnv) shimSocket(pod string) string {
 	return "/run/containerd/s/" + hex.EncodeToString(sum[:])
 }
 
-// processesOf lists the live processes that have id on their command line
-// or in their cgroup path.
-func processesOf(id string) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err == nil && procState(st) == "Z" {
-			continue // exited, not yet reaped by init
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		cgroup, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
-		if strings.Contains(string(cmdline), id) || strings.Contains(string(cgroup), "/"+id+"\n") {
-			found = append(found, fmt.Sprintf("%d:%s", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
-		}
-	}
-	return found
-}
-
-func procState(stat []byte) string {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+3 > len(stat) {
-		return ""
-	}
-	return string(stat[i+2 : i+3])
-}
-
 // shimsOf lists the pids of running shims started with -id id.
 func shimsOf(id string) []int {
 	var pids []int
@@ -306,7 +233,7 @@ func shimsOf(id string) []int {
 		if err != nil {
 			continue
 		}
-		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err != nil || procState(st) == "Z" {
+		if testbundle.IsZombie(pid) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
@@ -323,44 +250,6 @@ func shimsOf(id string) []int {
 	return pids
 }
 
-func removeCgroup(path string) {
-	entries, _ := os.ReadDir("/sys/fs/cgroup")
-	for _, ent := range entries {
-		_ = os.Remove(filepath.Join("/sys/fs/cgroup", ent.Name(), path))
-	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// waitFor polls cond every 20 ms for up to d and returns its last value.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -371,9 +260,7 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestIntegrationPodLifecycle(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 
 	pod := e.startPod(ctx, r, "pod")
@@ -416,31 +303,8 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 		t.Fatalf("Exited while running = %v, %v", ok, err)
 	}
 	// The process ignores SIGTERM: Stop waits out the timeout, then kills.
-	waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "oops") })
-	const timeout = 700 * time.Millisecond
-	start := time.Now()
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if d := time.Since(start); d < timeout || d > timeout+5*time.Second {
-		t.Errorf("Stop took %v with a %v timeout", d, timeout)
-	}
-	exit, ok, err := r.Exited(id)
-	if err != nil || !ok || exit.Code != 137 {
-		t.Fatalf("Exited after Stop = (%+v, %v, %v), want 137", exit, ok, err)
-	}
-	if exit.ExitedAt.Before(start) || exit.ExitedAt.After(time.Now()) {
-		t.Errorf("ExitedAt %v not within the Stop call (started %v)", exit.ExitedAt, start)
-	}
-	if w, err := r.Wait(ctx, id); err != nil || w.Code != exit.Code || !w.ExitedAt.Equal(exit.ExitedAt) {
-		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
-		t.Errorf("State after Stop = %+v, %v", st, err)
-	}
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Errorf("second Stop: %v", err)
-	}
+	testbundle.WaitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "oops") })
+	testbundle.CheckStopAfterTimeout(ctx, t, r, id)
 	if err := r.ReopenLog(ctx, id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ReopenLog of a stopped container = %v, want ErrFailedPrecondition", err)
 	}
@@ -495,9 +359,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 // the pod runs, and is shut down when the last one exits, whatever the
 // order; the stopped pod's records answer until Delete.
 func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 
 	pod := e.startPod(ctx, r, "release")
@@ -521,7 +383,7 @@ func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
 	if st, err := r.Wait(ctx, id); err != nil || st.Code != 0 {
 		t.Fatalf("Wait = %+v, %v", st, err)
 	}
-	waitFor(10*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
+	testbundle.WaitFor(10*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
 	if shims := shimsOf(pod); len(shims) != 0 {
 		t.Fatalf("shim still running after the pod's last task exited: %v", shims)
 	}
@@ -558,9 +420,7 @@ func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
 }
 
 func TestIntegrationExitCodes(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 
@@ -619,9 +479,7 @@ func TestIntegrationExitCodes(t *testing.T) {
 }
 
 func TestIntegrationCreateFailure(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 
@@ -679,9 +537,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 }
 
 func TestIntegrationUnknownID(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	id := e.newID("ghost")
 	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {

@@ -1,0 +1,43 @@
+package testbundle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/podbay/podbay/internal/runtime"
+)
+
+// StopTimeout is the timeout CheckStopAfterTimeout gives Stop.
+const StopTimeout = 700 * time.Millisecond
+
+// CheckStopAfterTimeout stops the running container id, whose process
+// ignores SIGTERM, and checks what every runtime.Runtime promises: Stop
+// waits out the timeout, then kills; Exited reports 128+SIGKILL at a time
+// within the call; Wait agrees; State is stopped; a second Stop succeeds.
+func CheckStopAfterTimeout(ctx context.Context, t *testing.T, r runtime.Runtime, id string) {
+	t.Helper()
+	start := time.Now()
+	if err := r.Stop(ctx, id, StopTimeout, 0); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if d := time.Since(start); d < StopTimeout || d > StopTimeout+5*time.Second {
+		t.Errorf("Stop took %v with a %v timeout", d, StopTimeout)
+	}
+	exit, ok, err := r.Exited(id)
+	if err != nil || !ok || exit.Code != 137 {
+		t.Fatalf("Exited after Stop = (%+v, %v, %v), want code 137", exit, ok, err)
+	}
+	if exit.ExitedAt.Before(start) || exit.ExitedAt.After(time.Now()) {
+		t.Errorf("ExitedAt %v not within the Stop call (started %v)", exit.ExitedAt, start)
+	}
+	if w, err := r.Wait(ctx, id); err != nil || w.Code != exit.Code || !w.ExitedAt.Equal(exit.ExitedAt) || w.OOMKilled != exit.OOMKilled {
+		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
+	}
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
+		t.Errorf("State after Stop = %+v, %v", st, err)
+	}
+	if err := r.Stop(ctx, id, StopTimeout, 0); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
