@@ -1,42 +1,23 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/testbundle"
 )
-
-// syncBuffer is an output stream the test reads while a session writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // waitOutput waits until b holds want, repeating poke (if any) every half
 // second, as for a resize that needs a moment to reach the container.
-func waitOutput(t *testing.T, b *syncBuffer, want string, poke func()) {
+func waitOutput(t *testing.T, b *testbundle.Buffer, want string, poke func()) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	next := time.Now()
@@ -106,7 +87,7 @@ func TestIntegrationExecStream(t *testing.T) {
 		{name: "big output", args: []string{"sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo 0123456789012345678901234567890123456789; i=$((i+1)); done"}, wantOut: strings.Repeat("0123456789012345678901234567890123456789\n", 2000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr syncBuffer
+			var stdout, stderr testbundle.Buffer
 			code, err := e.rt.Exec(ctx, id, runtime.ExecStreamOptions{Args: tc.args, Stdin: tc.stdin, Stdout: &stdout, Stderr: &stderr})
 			if err != nil {
 				t.Fatalf("Exec: %v", err)
@@ -135,7 +116,7 @@ func TestIntegrationExecStream(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		short, stop := context.WithCancel(ctx)
 		defer stop()
-		var stdout syncBuffer
+		var stdout testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
 		ch := startExec(short, e.rt, id, runtime.ExecStreamOptions{
@@ -159,7 +140,7 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 	id, _ := e.startContainer(ctx, "exectty", runtime.CreateOptions{}, withTerminal, "sleep", "1000")
 
 	t.Run("interactive shell", func(t *testing.T) {
-		var out syncBuffer
+		var out testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
 		resize := make(chan runtime.Size, 1)
@@ -200,7 +181,7 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		short, stop := context.WithCancel(ctx)
 		defer stop()
-		var out syncBuffer
+		var out testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
 		ch := startExec(short, e.rt, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out})
@@ -224,7 +205,7 @@ func TestIntegrationAttach(t *testing.T) {
 
 	t.Run("stdin once", func(t *testing.T) {
 		id, _ := e.startContainer(ctx, "attachonce", runtime.CreateOptions{Stdin: true, StdinOnce: true}, nil, "cat")
-		var stdout syncBuffer
+		var stdout testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		done := make(chan error, 1)
 		go func() {
@@ -256,7 +237,7 @@ func TestIntegrationAttach(t *testing.T) {
 		// Without StdinOnce, the end of the client's input detaches, and
 		// the container's stdin stays open for the next attach.
 		for _, word := range []string{"one", "two"} {
-			var stdout, stderr syncBuffer
+			var stdout, stderr testbundle.Buffer
 			stdinR, stdinW := io.Pipe()
 			done := make(chan error, 1)
 			go func() {
@@ -305,7 +286,7 @@ func TestIntegrationAttach(t *testing.T) {
 		if err := e.rt.Start(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		var out syncBuffer
+		var out testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
 		resize := make(chan runtime.Size, 1)

@@ -211,22 +211,11 @@ func TestIntegrationLifecycle(t *testing.T) {
 		}
 	}
 
-	if err := r.Delete(ctx, id); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("State after Delete = %v, want ErrNotFound", err)
-	}
-	if _, ok, _ := r.Exited(id); ok {
-		t.Error("exit file survived Delete")
-	}
+	testbundle.CheckDelete(ctx, t, r, id)
 	for _, name := range bundleLeftovers {
 		if _, err := os.Lstat(filepath.Join(bundle, name)); err == nil {
 			t.Errorf("%s left in the bundle", name)
 		}
-	}
-	if err := r.Delete(ctx, id); err != nil {
-		t.Errorf("second Delete: %v", err)
 	}
 	e.assertNoLeaks(id)
 }

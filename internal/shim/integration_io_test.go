@@ -85,7 +85,7 @@ func TestIntegrationExecStream(t *testing.T) {
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "exec", nil, "sleep", "1000")
 
-	var out, errOut syncBuffer
+	var out, errOut testbundle.Buffer
 	code, err := r.Exec(ctx, id, runtime.ExecStreamOptions{
 		Args:   []string{"sh", "-c", "cat; echo done >&2; exit 4"},
 		Stdin:  strings.NewReader("from stdin\n"),
@@ -98,7 +98,7 @@ func TestIntegrationExecStream(t *testing.T) {
 	// A terminal, sized from the start.
 	resize := make(chan runtime.Size, 1)
 	resize <- runtime.Size{Width: 100, Height: 40}
-	var tty syncBuffer
+	var tty testbundle.Buffer
 	code, err = r.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"stty", "size"}, Tty: true, Stdout: &tty, Resize: resize})
 	if err != nil || code != 0 || !strings.Contains(tty.String(), "40 100") {
 		t.Errorf("Exec with a terminal = %d, %v; output %q", code, err, tty.String())
@@ -106,7 +106,7 @@ func TestIntegrationExecStream(t *testing.T) {
 
 	// An interactive shell on a terminal.
 	inR, inW := io.Pipe()
-	var shell syncBuffer
+	var shell testbundle.Buffer
 	done := make(chan error, 1)
 	go func() {
 		code, err := r.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: inR, Stdout: &shell})
@@ -158,7 +158,7 @@ func TestIntegrationAttach(t *testing.T) {
 	if err := r.Start(ctx, once); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testbundle.Buffer
 	if err := r.Attach(ctx, once, runtime.AttachOptions{Stdin: strings.NewReader("ping\n"), Stdout: &out, Stderr: &out, StdinOnce: true}); err != nil {
 		t.Fatalf("Attach: %v", err)
 	}
@@ -210,7 +210,7 @@ func TestIntegrationAttach(t *testing.T) {
 	}
 	resize := make(chan runtime.Size, 1)
 	resize <- runtime.Size{Width: 5000, Height: 30} // clamped to 1000
-	var ttyOut syncBuffer
+	var ttyOut testbundle.Buffer
 	if err := r.Attach(ctx, term, runtime.AttachOptions{Stdout: &ttyOut, Tty: true, Resize: resize}); err != nil {
 		t.Fatalf("Attach with a terminal: %v", err)
 	}

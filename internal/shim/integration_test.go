@@ -321,18 +321,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 		}
 	}
 
-	if err := r.Delete(ctx, id); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("State after Delete = %v, want ErrNotFound", err)
-	}
-	if _, ok, _ := r.Exited(id); ok {
-		t.Error("exit status survived Delete")
-	}
-	if err := r.Delete(ctx, id); err != nil {
-		t.Errorf("second Delete: %v", err)
-	}
+	testbundle.CheckDelete(ctx, t, r, id)
 
 	if err := r.Stop(ctx, pod, 0, syscall.SIGKILL); err != nil {
 		t.Fatalf("Stop sandbox: %v", err)

@@ -1,10 +1,13 @@
 package testbundle
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -40,4 +43,43 @@ func CheckStopAfterTimeout(ctx context.Context, t *testing.T, r runtime.Runtime,
 	if err := r.Stop(ctx, id, StopTimeout, 0); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
+}
+
+// CheckDelete deletes the stopped container id and checks what every
+// runtime.Runtime promises: the runtime no longer knows it, its exit
+// status is gone, and deleting it again succeeds.
+func CheckDelete(ctx context.Context, t *testing.T, r runtime.Runtime, id string) {
+	t.Helper()
+	if err := r.Delete(ctx, id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("State after Delete = %v, want ErrNotFound", err)
+	}
+	if _, ok, _ := r.Exited(id); ok {
+		t.Error("exit status survived Delete")
+	}
+	if err := r.Delete(ctx, id); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+}
+
+// Buffer is a bytes.Buffer safe for a writer and a reader in different
+// goroutines: the output of an exec or attach under way.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
