@@ -291,29 +291,11 @@ func isReadEnd(err error) bool {
 // stuck writing to its writer (a client that stopped reading) is given
 // up on after execKillGrace more; it ends when its writer fails.
 func drainOutput(grace time.Duration, copies ...*outputCopy) {
-	t := time.NewTimer(grace)
-	defer t.Stop()
+	done := make([]<-chan struct{}, len(copies))
 	for i, c := range copies {
-		select {
-		case <-c.done:
-			continue
-		case <-t.C:
-		}
-		// All at once: the timer fires only once.
-		for _, c := range copies[i:] {
-			_ = c.r.SetReadDeadline(time.Now())
-		}
-		stuck := time.NewTimer(execKillGrace)
-		defer stuck.Stop()
-		for _, c := range copies[i:] {
-			select {
-			case <-c.done:
-			case <-stuck.C:
-				return
-			}
-		}
-		return
+		done[i] = c.done
 	}
+	runtime.AwaitDone(grace, execKillGrace, done, func(i int) { _ = copies[i].r.SetReadDeadline(time.Now()) })
 }
 
 // exitCode turns the runtime's wait result into an exit status: its own

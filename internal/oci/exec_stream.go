@@ -256,7 +256,7 @@ func openTerminal() (master, slave *os.File, retErr error) {
 		}
 	}()
 	var n int
-	if err := control(master, func(fd int) error {
+	if err := runtime.FdControl(master, func(fd int) error {
 		if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
 			return fmt.Errorf("unlock terminal: %w", err)
 		}
@@ -282,7 +282,7 @@ func openTerminal() (master, slave *os.File, retErr error) {
 // and until then the input would be echoed and the output's newlines
 // doubled.
 func makeRaw(f *os.File) error {
-	return control(f, func(fd int) error {
+	return runtime.FdControl(f, func(fd int) error {
 		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 		if err != nil {
 			return err
@@ -300,21 +300,7 @@ func makeRaw(f *os.File) error {
 // setTerminalSize sets the size of the terminal whose master is f.
 func setTerminalSize(f *os.File, size runtime.Size) error {
 	size = size.Clamp()
-	return control(f, func(fd int) error {
+	return runtime.FdControl(f, func(fd int) error {
 		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: size.Height, Col: size.Width})
 	})
-}
-
-// control runs fn on f's descriptor without putting f into blocking mode,
-// as f.Fd would.
-func control(f *os.File, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var fnErr error
-	if err := rc.Control(func(fd uintptr) { fnErr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return fnErr
 }

@@ -61,9 +61,7 @@ func newTestEnv(t *testing.T, timeout time.Duration) (*testEnv, context.Context)
 	}
 	e.rt = e.newRuntime()
 	t.Cleanup(e.cleanup)
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	t.Cleanup(cancel)
-	return e, ctx
+	return e, testbundle.Context(t, timeout)
 }
 
 func (e *testEnv) newRuntime() *Runtime {

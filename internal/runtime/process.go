@@ -66,7 +66,7 @@ func (p *Process) Exited() bool {
 		return errors.Is(unix.Kill(p.pid, 0), unix.ESRCH)
 	}
 	exited := false
-	_ = p.control(func(fd int) error {
+	_ = FdControl(p.f, func(fd int) error {
 		exited = pidfdReadable(fd)
 		return nil
 	})
@@ -102,7 +102,7 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	if p.f == nil {
 		err = unix.Kill(p.pid, sig)
 	} else {
-		err = p.control(func(fd int) error { return unix.PidfdSendSignal(fd, sig, nil, 0) })
+		err = FdControl(p.f, func(fd int) error { return unix.PidfdSendSignal(fd, sig, nil, 0) })
 	}
 	if errors.Is(err, unix.ESRCH) {
 		return nil
@@ -118,19 +118,6 @@ func (p *Process) Close() {
 			p.f.Close()
 		}
 	})
-}
-
-// control runs fn on the pidfd without putting it into blocking mode.
-func (p *Process) control(fn func(fd int) error) error {
-	rc, err := p.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var fnErr error
-	if err := rc.Control(func(fd uintptr) { fnErr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return fnErr
 }
 
 func pidfdReadable(fd int) bool {

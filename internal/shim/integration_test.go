@@ -72,9 +72,7 @@ func newTestEnv(t *testing.T, timeout time.Duration) (*testEnv, context.Context)
 	}
 	t.Cleanup(e.cleanup)
 	e.rt = e.newRuntime()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	t.Cleanup(cancel)
-	return e, ctx
+	return e, testbundle.Context(t, timeout)
 }
 
 // newRuntime starts a Runtime on the test's state, closed at the end.
