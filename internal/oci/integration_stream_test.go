@@ -218,17 +218,7 @@ func TestIntegrationAttach(t *testing.T) {
 		// conmon closes the container's stdin: cat exits, and so does
 		// the container; the attach lasts until then.
 		stdinW.Close()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Attach: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("Attach did not return after the container's stdin closed")
-		}
-		if exit, err := e.rt.Wait(ctx, id); err != nil || exit.Code != 0 {
-			t.Fatalf("Wait = %+v, %v; want exit code 0", exit, err)
-		}
+		awaitAttachEnd(ctx, t, e.rt, done, id, 0, "after the container's stdin closed")
 	})
 
 	t.Run("detach and reattach", func(t *testing.T) {
@@ -304,17 +294,7 @@ func TestIntegrationAttach(t *testing.T) {
 		resize <- runtime.Size{Width: 100, Height: 40}
 		waitOutput(t, &out, "40 100\r\n", func() { send("busybox stty size") })
 		send("exit 5")
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Attach: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("Attach did not return when the container exited")
-		}
-		if exit, err := e.rt.Wait(ctx, id); err != nil || exit.Code != 5 {
-			t.Fatalf("Wait = %+v, %v; want exit code 5", exit, err)
-		}
+		awaitAttachEnd(ctx, t, e.rt, done, id, 5, "when the container exited")
 	})
 
 	t.Run("not running", func(t *testing.T) {
@@ -324,4 +304,21 @@ func TestIntegrationAttach(t *testing.T) {
 			t.Fatal("Attach to a created container succeeded")
 		}
 	})
+}
+
+// awaitAttachEnd waits for the attach whose error done delivers to return
+// (when says when it should), then for container id to exit with code.
+func awaitAttachEnd(ctx context.Context, t *testing.T, r *Runtime, done <-chan error, id string, code int32, when string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Attach: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Attach did not return " + when)
+	}
+	if exit, err := r.Wait(ctx, id); err != nil || exit.Code != code {
+		t.Fatalf("Wait = %+v, %v; want exit code %d", exit, err, code)
+	}
 }
