@@ -101,19 +101,7 @@ func (e *testEnv) create(ctx context.Context, r *Runtime, opts runtime.CreateOpt
 // cgroup, no runtime state, no exit files, no attach links, no cgroups.
 func (e *testEnv) cleanup() {
 	t := e.t
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := New(e.cfg)
-	if err != nil {
-		t.Errorf("cleanup: New: %v", err)
-		return
-	}
-	defer r.Close()
-	for _, id := range e.ids {
-		if err := r.Delete(ctx, id); err != nil {
-			t.Errorf("cleanup: Delete %s: %v", id, err)
-		}
-	}
+	testbundle.DeleteAll(t, func() (*Runtime, error) { return New(e.cfg) }, e.ids)
 	e.assertNoLeaks(e.ids...)
 	for _, cg := range e.cgroups {
 		testbundle.RemoveCgroup(t, cg)
@@ -126,14 +114,7 @@ func (e *testEnv) assertNoLeaks(ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		// conmon may still be on its way out; it is reaped by init.
-		var procs []string
-		waitUntil(context.Background(), 5*time.Second, func() bool {
-			procs = testbundle.ProcessesOf(id)
-			return len(procs) == 0
-		})
-		if len(procs) > 0 {
-			t.Errorf("processes left for %s: %q", id, procs)
-		}
+		testbundle.CheckNoProcesses(t, id)
 		if _, err := os.Lstat(filepath.Join(e.cfg.ExitDir, id)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("exit file left for %s", id)
 		}
@@ -180,15 +161,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Errorf("conmon cgroups:\n%s\nwant memory:%s", cg, conmonCgroup)
 	}
 
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning || st.Pid != pid {
-		t.Fatalf("State after Start = %+v, %v", st, err)
-	}
-	if _, ok, err := r.Exited(id); ok || err != nil {
-		t.Fatalf("Exited while running = %v, %v", ok, err)
-	}
+	testbundle.CheckStart(ctx, t, r, id, pid)
 	if err := r.Start(ctx, id); err == nil {
 		t.Error("second Start succeeded")
 	}

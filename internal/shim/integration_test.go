@@ -148,21 +148,7 @@ func (e *testEnv) run(ctx context.Context, r *Runtime, pod, name string, mutate 
 // that nothing is left.
 func (e *testEnv) cleanup() {
 	t := e.t
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := New(e.cfg)
-	if err != nil {
-		t.Errorf("cleanup: New: %v", err)
-		return
-	}
-	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
-		if err := r.Delete(ctx, id); err != nil {
-			t.Errorf("cleanup: Delete %s: %v", id, err)
-		}
-	}
-	if err := r.Close(); err != nil {
-		t.Errorf("cleanup: Close: %v", err)
-	}
+	testbundle.DeleteAll(t, func() (*Runtime, error) { return New(e.cfg) }, append(append([]string(nil), e.containers...), e.pods...))
 	e.assertNoLeaks()
 	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
 		testbundle.RemoveCgroup(t, testCgroupParent+"/"+id)
@@ -177,14 +163,7 @@ func (e *testEnv) assertNoLeaks() {
 	t := e.t
 	t.Helper()
 	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
-		var procs []string
-		testbundle.WaitFor(5*time.Second, func() bool {
-			procs = testbundle.ProcessesOf(id)
-			return len(procs) == 0
-		})
-		if len(procs) > 0 {
-			t.Errorf("processes left for %s: %q", id, procs)
-		}
+		testbundle.CheckNoProcesses(t, id)
 	}
 	for _, pod := range e.pods {
 		if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
@@ -291,15 +270,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 		t.Errorf("second Create = %v, want ErrAlreadyExists", err)
 	}
 
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning || st.Pid != pid {
-		t.Fatalf("State after Start = %+v, %v", st, err)
-	}
-	if _, ok, err := r.Exited(id); ok || err != nil {
-		t.Fatalf("Exited while running = %v, %v", ok, err)
-	}
+	testbundle.CheckStart(ctx, t, r, id, pid)
 	// The process ignores SIGTERM: Stop waits out the timeout, then kills.
 	testbundle.WaitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "oops") })
 	testbundle.CheckStopAfterTimeout(ctx, t, r, id)

@@ -14,6 +14,22 @@ import (
 // StopTimeout is the timeout CheckStopAfterTimeout gives Stop.
 const StopTimeout = 700 * time.Millisecond
 
+// CheckStart starts the created container id, whose init has pid, and
+// checks what every runtime.Runtime promises: it runs with that pid and
+// has not exited.
+func CheckStart(ctx context.Context, t *testing.T, r runtime.Runtime, id string, pid int) {
+	t.Helper()
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning || st.Pid != pid {
+		t.Fatalf("State after Start = %+v, %v", st, err)
+	}
+	if _, ok, err := r.Exited(id); ok || err != nil {
+		t.Fatalf("Exited while running = %v, %v", ok, err)
+	}
+}
+
 // CheckStopAfterTimeout stops the running container id, whose process
 // ignores SIGTERM, and checks what every runtime.Runtime promises: Stop
 // waits out the timeout, then kills; Exited reports 128+SIGKILL at a time

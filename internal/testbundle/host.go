@@ -165,3 +165,41 @@ func Context(t *testing.T, timeout time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// DeleteAll deletes ids in order with a runtime handler opened by open,
+// as a restarted daemon would, then closes it. Failures are reported to t.
+func DeleteAll[R interface {
+	runtime.Runtime
+	io.Closer
+}](t *testing.T, open func() (R, error), ids []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := open()
+	if err != nil {
+		t.Errorf("cleanup: New: %v", err)
+		return
+	}
+	for _, id := range ids {
+		if err := r.Delete(ctx, id); err != nil {
+			t.Errorf("cleanup: Delete %s: %v", id, err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("cleanup: Close: %v", err)
+	}
+}
+
+// CheckNoProcesses fails t when processes of id (ProcessesOf) are still
+// there after up to 5 s: an exited monitor may be on its way out.
+func CheckNoProcesses(t *testing.T, id string) {
+	t.Helper()
+	var procs []string
+	WaitFor(5*time.Second, func() bool {
+		procs = ProcessesOf(id)
+		return len(procs) == 0
+	})
+	if len(procs) > 0 {
+		t.Errorf("processes left for %s: %q", id, procs)
+	}
+}
