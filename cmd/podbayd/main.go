@@ -32,6 +32,7 @@ import (
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/server"
 	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/store"
@@ -182,7 +183,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("conmon %q: %w", cfg.Conmon, err)
 	}
-	runtimes := map[string]server.Runtime{}
+	runtimes := map[string]runtime.Runtime{}
 	unavailable := map[string]error{}
 	for _, name := range cfg.RuntimeNames() {
 		rt, closer, err := newRuntime(name, cfg, conmon)
@@ -372,7 +373,7 @@ func minOOMScoreAdj(mode string) (*int, error) {
 
 // newRuntime sets up one runtime handler: an OCI runtime under conmon, or
 // a shim v2 binary (a VM runtime such as Kata).
-func newRuntime(name string, cfg *config.Config, conmon string) (server.Runtime, func() error, error) {
+func newRuntime(name string, cfg *config.Config, conmon string) (runtime.Runtime, func() error, error) {
 	rc := cfg.Runtimes[name]
 	path, err := config.LookPath(rc.Path)
 	if err != nil {

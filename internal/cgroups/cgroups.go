@@ -11,8 +11,10 @@
 //     co-mounted <root>/cpu,cpuacct). A hybrid host, whose cgroup2 mount at
 //     <root>/unified carries no controller this package reads, is V1.
 //
-// The package only reads; creating and joining cgroups is the OCI runtime's
-// job.
+// Reading is most of the package; creating and joining a container's
+// cgroups is the OCI runtime's job. The writers in hierarchy.go place a
+// runtime's monitor process in a cgroup and remove a container cgroup its
+// runtime lost track of.
 package cgroups
 
 import (

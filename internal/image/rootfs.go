@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/containers/storage"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/undo"
 )
-
-// cleanupTimeout bounds an undo that runs after the caller gave up.
-const cleanupTimeout = 30 * time.Second
 
 // RootfsOptions are the options of CreateRootfs.
 type RootfsOptions struct {
@@ -61,7 +58,7 @@ func (s *Store) CreateRootfs(ctx context.Context, id, imageID string, opts Rootf
 				err = fmt.Errorf("create rootfs %s: container vanished: %w", id, errdefs.ErrUnavailable)
 			}
 		} else if err == nil {
-			defer onError(ctx, &retErr, "delete rootfs container", func(context.Context) error {
+			defer undo.OnError(ctx, &retErr, "delete rootfs container", func(context.Context) error {
 				return s.store.DeleteContainer(id)
 			})
 		}
@@ -180,17 +177,4 @@ func (s *Store) upperDir(layerID string) (string, error) {
 	}
 	// vfs keeps a full copy per layer and reports no metadata.
 	return filepath.Join(s.store.GraphRoot(), driver.String(), "dir", layerID), nil
-}
-
-// onError runs undo when *errp is set at return, on a context that outlives
-// the caller's cancellation but stays bounded.
-func onError(ctx context.Context, errp *error, step string, undo func(context.Context) error) {
-	if *errp == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := undo(ctx); err != nil {
-		log.G(ctx).Error("rollback step failed", "step", step, "err", err)
-	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 const (
@@ -19,9 +20,6 @@ const (
 	// for the pod's "lo", the names containerd uses.
 	loopbackNetwork = "cni-loopback"
 	loopbackIfName  = "lo"
-
-	// cleanupTimeout bounds the DEL that undoes a failed Setup.
-	cleanupTimeout = 30 * time.Second
 )
 
 // loopbackList is loopbackConf as a one-plugin list. DEL goes through it:
@@ -149,7 +147,7 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 		if retErr == nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undo.Timeout)
 		defer cancel()
 		var errs []error
 		if mainAttempted {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // conmon's attach socket (src/conn_sock.c, src/ctr_stdio.c): a
@@ -34,26 +35,6 @@ const (
 	ctlResizeMsgValue = 1 // WIN_RESIZE_EVENT in conmon's src/config.h
 )
 
-// AttachOptions are the streams of an attach.
-type AttachOptions struct {
-	// Stdin is sent to the container's stdin (which must have been
-	// created with Stdin or Terminal); nil sends nothing.
-	Stdin io.Reader
-	// Stdout and Stderr receive what the container writes from now on;
-	// nil discards it. With a terminal, everything is stdout.
-	Stdout, Stderr io.Writer
-	// Tty is set when the container has a terminal: then Resize is
-	// applied to it, and the end of Stdin does not end the attach.
-	Tty bool
-	// StdinOnce is set when the container was created with StdinOnce:
-	// conmon closes its stdin when Stdin ends, and the attach lasts until
-	// the container exits.
-	StdinOnce bool
-	// Resize delivers the terminal's size, first and on every change.
-	// A size larger than 1000 is cut to 1000.
-	Resize <-chan Size
-}
-
 // Attach connects the streams in opts to container id, which must be
 // running, through its conmon's attach socket, and returns when the
 // container exits, when ctx ends (with ctx's error), or when Stdin ends
@@ -64,15 +45,15 @@ type AttachOptions struct {
 //
 // An unknown ID gives an error wrapping errdefs.ErrNotFound; a container
 // that is not running, or has no conmon, errdefs.ErrFailedPrecondition.
-func (r *Runtime) Attach(ctx context.Context, id string, opts AttachOptions) error {
-	if err := validateID(id); err != nil {
+func (r *Runtime) Attach(ctx context.Context, id string, opts runtime.AttachOptions) error {
+	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
 	st, err := r.State(ctx, id)
 	if err != nil {
 		return fmt.Errorf("attach to container %s: %w", id, err)
 	}
-	if st.Status != StatusRunning {
+	if st.Status != runtime.StatusRunning {
 		return fmt.Errorf("attach to container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
 	}
 	if st.MonitorPid == 0 {
@@ -111,7 +92,7 @@ func dialAttach(bundle string) (*net.UnixConn, error) {
 }
 
 // attachStreams runs the attach protocol on conn; see Attach.
-func attachStreams(ctx context.Context, conn *net.UnixConn, ctl string, opts AttachOptions) error {
+func attachStreams(ctx context.Context, conn *net.UnixConn, ctl string, opts runtime.AttachOptions) error {
 	stop := make(chan struct{})
 	defer close(stop)
 
@@ -129,22 +110,12 @@ func attachStreams(ctx context.Context, conn *net.UnixConn, ctl string, opts Att
 		}()
 	}
 	if opts.Tty && opts.Resize != nil {
-		go func() {
-			for {
-				select {
-				case size, ok := <-opts.Resize:
-					if !ok {
-						return
-					}
-					size = size.clamp()
-					// Best effort, as a terminal's resize is: conmon
-					// logs what it cannot apply.
-					_ = writeCtl(ctl, fmt.Sprintf("%d %d %d\n", ctlResizeMsgValue, size.Height, size.Width))
-				case <-stop:
-					return
-				}
-			}
-		}()
+		go runtime.ApplyResizes(opts.Resize, stop, func(size runtime.Size) {
+			size = size.Clamp()
+			// Best effort, as a terminal's resize is: conmon logs what it
+			// cannot apply.
+			_ = writeCtl(ctl, fmt.Sprintf("%d %d %d\n", ctlResizeMsgValue, size.Height, size.Width))
+		})
 	}
 
 	select {

@@ -4,44 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
-
-// Status is a container's state as the runtime reports it.
-type Status string
-
-// Statuses from the OCI runtime spec ("creating" and anything else a
-// runtime may report map to StatusUnknown).
-const (
-	StatusCreated Status = "created"
-	StatusRunning Status = "running"
-	StatusStopped Status = "stopped"
-	StatusPaused  Status = "paused"
-	StatusUnknown Status = "unknown"
-)
-
-// State is what the runtime reports about a container, plus its monitor.
-type State struct {
-	ID     string
-	Status Status
-	// Pid is the init process's pid; 0 once stopped.
-	Pid int
-	// Bundle is the bundle directory the container was created from.
-	Bundle string
-	// Created is when the runtime created the container.
-	Created time.Time
-	// MonitorPid is the pid of the container's conmon, 0 if it is not
-	// running. A container that is not stopped but has no monitor will
-	// get no exit file: Wait would not return.
-	MonitorPid int
-}
 
 // runtimeState is the JSON `runc state` prints, and `runc list --format
 // json` prints a list of.
@@ -55,20 +25,20 @@ type runtimeState struct {
 
 // State asks the runtime about container id. An ID the runtime does not
 // know gives an error wrapping errdefs.ErrNotFound.
-func (r *Runtime) State(ctx context.Context, id string) (State, error) {
-	if err := validateID(id); err != nil {
-		return State{}, err
+func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
+	if err := runtime.ValidateID(id); err != nil {
+		return runtime.State{}, err
 	}
 	out, err := r.runtimeCmd(ctx, "state", id)
 	if err != nil {
 		if r.isNotExist(err, id) {
-			return State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
+			return runtime.State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
 		}
-		return State{}, fmt.Errorf("state of container %s: %w", id, err)
+		return runtime.State{}, fmt.Errorf("state of container %s: %w", id, err)
 	}
 	var rs runtimeState
 	if err := json.Unmarshal(out, &rs); err != nil {
-		return State{}, fmt.Errorf("state of container %s: parse runtime state: %w", id, err)
+		return runtime.State{}, fmt.Errorf("state of container %s: parse runtime state: %w", id, err)
 	}
 	st := rs.state()
 	st.MonitorPid = monitorPID(st.Bundle, id)
@@ -77,7 +47,7 @@ func (r *Runtime) State(ctx context.Context, id string) (State, error) {
 
 // List returns the state of every container the runtime knows under
 // RuntimeRoot, for reconciling records with the host after a restart.
-func (r *Runtime) List(ctx context.Context) ([]State, error) {
+func (r *Runtime) List(ctx context.Context) ([]runtime.State, error) {
 	out, err := r.runtimeCmd(ctx, "list", "--format", "json")
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
@@ -86,7 +56,7 @@ func (r *Runtime) List(ctx context.Context) ([]State, error) {
 	if err := json.Unmarshal(out, &list); err != nil {
 		return nil, fmt.Errorf("list containers: parse runtime output: %w", err)
 	}
-	states := make([]State, 0, len(list))
+	states := make([]runtime.State, 0, len(list))
 	for _, rs := range list {
 		st := rs.state()
 		st.MonitorPid = monitorPID(st.Bundle, st.ID)
@@ -95,10 +65,10 @@ func (r *Runtime) List(ctx context.Context) ([]State, error) {
 	return states, nil
 }
 
-func (rs runtimeState) state() State {
-	st := State{ID: rs.ID, Status: StatusUnknown, Pid: rs.Pid, Bundle: rs.Bundle, Created: rs.Created}
-	switch s := Status(rs.Status); s {
-	case StatusCreated, StatusRunning, StatusStopped, StatusPaused:
+func (rs runtimeState) state() runtime.State {
+	st := runtime.State{ID: rs.ID, Status: runtime.StatusUnknown, Pid: rs.Pid, Bundle: rs.Bundle, Created: rs.Created}
+	switch s := runtime.Status(rs.Status); s {
+	case runtime.StatusCreated, runtime.StatusRunning, runtime.StatusStopped, runtime.StatusPaused:
 		st.Status = s
 	}
 	return st
@@ -106,7 +76,7 @@ func (rs runtimeState) state() State {
 
 // Start starts the user process of a created container.
 func (r *Runtime) Start(ctx context.Context, id string) error {
-	if err := validateID(id); err != nil {
+	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
 	if _, err := r.runtimeCmd(ctx, "start", id); err != nil {
@@ -122,7 +92,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 // if all is set. A container that has already stopped is not an error; an
 // unknown ID gives an error wrapping errdefs.ErrNotFound.
 func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all bool) error {
-	if err := validateID(id); err != nil {
+	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
 	args := []string{id, strconv.Itoa(int(sig))}
@@ -137,7 +107,7 @@ func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all b
 		return fmt.Errorf("kill container %s: %w", id, errdefs.ErrNotFound)
 	}
 	// runc says "container not running"; ask rather than match the text.
-	if st, stErr := r.State(ctx, id); stErr == nil && st.Status == StatusStopped {
+	if st, stErr := r.State(ctx, id); stErr == nil && st.Status == runtime.StatusStopped {
 		return nil
 	} else if errdefs.IsNotFound(stErr) {
 		return fmt.Errorf("kill container %s: %w", id, errdefs.ErrNotFound)
@@ -151,7 +121,7 @@ func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all b
 // bundle. The bundle directory itself and the log file stay. Deleting an
 // unknown ID removes any files left for it and returns nil.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
-	if err := validateID(id); err != nil {
+	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
 	var bundle string
@@ -164,9 +134,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		}
 	case errdefs.IsNotFound(err):
 		// conmon's attach symlink still leads to the bundle.
-		if target, err := os.Readlink(filepath.Join(r.cfg.SocketDir, id)); err == nil && filepath.IsAbs(target) {
-			bundle = target
-		}
+		bundle = r.bundleOf(id)
 	default:
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
@@ -185,18 +153,11 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// OOMKilled reports whether conmon saw the memory cgroup of the container
-// created from bundle kill a process for lack of memory.
-func OOMKilled(bundle string) bool {
-	_, err := os.Stat(filepath.Join(bundle, oomFile))
-	return err == nil
-}
-
 // Pids returns the host pids of the processes in container id (`runtime
 // ps`), for stats. A stopped container has none; an unknown ID gives an
 // error wrapping errdefs.ErrNotFound.
 func (r *Runtime) Pids(ctx context.Context, id string) ([]int, error) {
-	if err := validateID(id); err != nil {
+	if err := runtime.ValidateID(id); err != nil {
 		return nil, err
 	}
 	out, err := r.runtimeCmd(ctx, "ps", "--format", "json", id)
@@ -204,7 +165,7 @@ func (r *Runtime) Pids(ctx context.Context, id string) ([]int, error) {
 		if r.isNotExist(err, id) {
 			return nil, fmt.Errorf("processes of container %s: %w", id, errdefs.ErrNotFound)
 		}
-		if st, stErr := r.State(ctx, id); stErr == nil && st.Status == StatusStopped {
+		if st, stErr := r.State(ctx, id); stErr == nil && st.Status == runtime.StatusStopped {
 			return nil, nil
 		} else if errdefs.IsNotFound(stErr) {
 			return nil, fmt.Errorf("processes of container %s: %w", id, errdefs.ErrNotFound)

@@ -13,8 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 // Files conmon and the runtime write into the bundle directory.
@@ -22,46 +25,14 @@ const (
 	conmonPidFile    = "conmon.pid"
 	containerPidFile = "pidfile"
 	persistExitFile  = "exit"
-	oomFile          = "oom"
 )
 
 // bundleLeftovers are the files conmon leaves in the bundle directory.
-var bundleLeftovers = []string{conmonPidFile, containerPidFile, persistExitFile, oomFile, "attach", "ctl", "winsz"}
+var bundleLeftovers = []string{conmonPidFile, containerPidFile, persistExitFile, runtime.OOMMarker, "attach", "ctl", "winsz"}
 
-const (
-	// cleanupTimeout bounds each rollback and cleanup.
-	cleanupTimeout = 30 * time.Second
-	// monitorExitGrace is how long conmon gets to exit by itself once it
-	// has nothing left to do, before it is killed.
-	monitorExitGrace = 5 * time.Second
-)
-
-// CreateOptions describes one container to create.
-type CreateOptions struct {
-	// ID is the container ID: letters, digits and "_+-.".
-	ID string
-	// BundleDir is the absolute path of the OCI bundle, holding
-	// config.json. conmon runs there and writes its files into it (see the
-	// package documentation).
-	BundleDir string
-	// LogPath is the CRI-format log file conmon writes the container's
-	// stdout and stderr to; its directory must exist. "" discards them. A
-	// failed Create removes the file.
-	LogPath string
-	// Terminal allocates a pseudo-terminal; it must agree with
-	// process.terminal in config.json.
-	Terminal bool
-	// Stdin keeps a pipe to the container's stdin for attach.
-	Stdin bool
-	// StdinOnce closes the container's stdin when the first attach client
-	// disconnects.
-	StdinOnce bool
-	// ConmonCgroup, if set, is a cgroupfs path (relative to each hierarchy's
-	// root, e.g. "/podbay/conmon") that conmon is moved into before it
-	// starts the runtime. The directories are created if missing and never
-	// removed by this package. "" leaves conmon in the daemon's cgroups.
-	ConmonCgroup string
-}
+// monitorExitGrace is how long conmon gets to exit by itself once it has
+// nothing left to do, before it is killed.
+const monitorExitGrace = 5 * time.Second
 
 // Create runs conmon, which runs `<runtime> create`, and returns once the
 // container exists, with the pid of its init process (blocked until Start).
@@ -71,15 +42,9 @@ type CreateOptions struct {
 // the conmon it started, deletes the runtime state and conmon's files, and
 // returns an error that includes the runtime's own message. It gives up
 // when ctx ends or after Config.CreateTimeout, whichever comes first.
-func (r *Runtime) Create(ctx context.Context, opts CreateOptions) (pid int, retErr error) {
-	if err := validateID(opts.ID); err != nil {
-		return 0, fmt.Errorf("create container: %w", err)
-	}
-	if !filepath.IsAbs(opts.BundleDir) {
-		return 0, fmt.Errorf("create container %s: bundle %q is not an absolute path: %w", opts.ID, opts.BundleDir, errdefs.ErrInvalidArgument)
-	}
-	if opts.LogPath != "" && !filepath.IsAbs(opts.LogPath) {
-		return 0, fmt.Errorf("create container %s: log path %q is not an absolute path: %w", opts.ID, opts.LogPath, errdefs.ErrInvalidArgument)
+func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid int, retErr error) {
+	if err := opts.Validate(); err != nil {
+		return 0, fmt.Errorf("create container %s: %w", opts.ID, err)
 	}
 	// The rollback below deletes the runtime state for this ID, so an ID
 	// that is already taken must be refused before anything is started.
@@ -101,7 +66,7 @@ func (r *Runtime) Create(ctx context.Context, opts CreateOptions) (pid int, retE
 	// have left a log file, runtime state or processes behind.
 	var monitor int
 	reported := false
-	defer onError(ctx, &retErr, "clean up failed create", func(ctx context.Context) error {
+	defer undo.OnError(ctx, &retErr, "clean up failed create", func(ctx context.Context) error {
 		grace := time.Duration(0)
 		if reported {
 			grace = monitorExitGrace // conmon exits by itself after reporting
@@ -142,7 +107,7 @@ func (r *Runtime) Create(ctx context.Context, opts CreateOptions) (pid int, retE
 // startConmon starts conmon for opts, lets it go past the start pipe, reaps
 // the intermediate process and returns the read end of the sync pipe and
 // the pid of the detached conmon.
-func (r *Runtime) startConmon(ctx context.Context, opts CreateOptions) (syncPipe *os.File, monitor int, retErr error) {
+func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions) (syncPipe *os.File, monitor int, retErr error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return nil, 0, err
@@ -176,7 +141,7 @@ func (r *Runtime) startConmon(ctx context.Context, opts CreateOptions) (syncPipe
 	log.G(ctx).Debug("starting conmon", "id", opts.ID, "path", r.cfg.ConmonPath, "args", args)
 	cmd := exec.Command(r.cfg.ConmonPath, args...)
 	cmd.Dir = opts.BundleDir
-	cmd.Env = append(conmonEnv(os.Environ()), "_OCI_SYNCPIPE=3", "_OCI_STARTPIPE=4")
+	cmd.Env = append(runtime.MonitorEnv(os.Environ()), "_OCI_SYNCPIPE=3", "_OCI_STARTPIPE=4")
 	cmd.Stdout, cmd.Stderr = output, output
 	cmd.ExtraFiles = []*os.File{syncW, startR} // fds 3 and 4
 	// Its own process group: a signal to the daemon's group must not reach
@@ -196,9 +161,9 @@ func (r *Runtime) startConmon(ctx context.Context, opts CreateOptions) (syncPipe
 	syncW.Close()
 	startR.Close()
 
-	if opts.ConmonCgroup != "" {
-		if err := MoveToCgroup(cmd.Process.Pid, opts.ConmonCgroup); err != nil {
-			return abort(fmt.Errorf("move conmon to cgroup %s: %w", opts.ConmonCgroup, err))
+	if opts.MonitorCgroup != "" {
+		if err := cgroups.MoveProcess(cmd.Process.Pid, opts.MonitorCgroup); err != nil {
+			return abort(fmt.Errorf("move conmon to cgroup %s: %w", opts.MonitorCgroup, err))
 		}
 	}
 	if _, err := startW.Write([]byte{0}); err != nil {
@@ -237,7 +202,7 @@ func (r *Runtime) startConmon(ctx context.Context, opts CreateOptions) (syncPipe
 // itself, then kills conmon and whatever is left in its process group
 // (the runtime's create command, a hung wrapper), deletes the runtime
 // state and removes conmon's files and the log file.
-func (r *Runtime) cleanupCreate(ctx context.Context, opts CreateOptions, monitor int, grace time.Duration) error {
+func (r *Runtime) cleanupCreate(ctx context.Context, opts runtime.CreateOptions, monitor int, grace time.Duration) error {
 	var errs []error
 	if monitor == 0 {
 		// conmon may have detached before the intermediate process was
@@ -252,6 +217,12 @@ func (r *Runtime) cleanupCreate(ctx context.Context, opts CreateOptions, monitor
 	if _, err := r.runtimeCmd(ctx, "delete", "--force", opts.ID); err != nil && !r.isNotExist(err, opts.ID) {
 		errs = append(errs, fmt.Errorf("delete runtime state: %w", err))
 	}
+	// A create cut short (conmon killed while the runtime's create ran)
+	// leaves the container's cgroup, and at times a "runc init" in it,
+	// that the runtime's delete does not know of.
+	if err := runtime.RemoveSpecCgroup(ctx, opts.BundleDir); err != nil {
+		errs = append(errs, fmt.Errorf("remove container cgroup: %w", err))
+	}
 	if err := r.removeFiles(opts.ID, opts.BundleDir); err != nil {
 		errs = append(errs, err)
 	}
@@ -264,7 +235,7 @@ func (r *Runtime) cleanupCreate(ctx context.Context, opts CreateOptions, monitor
 }
 
 // conmonArgs builds conmon's command line for a create.
-func conmonArgs(cfg Config, opts CreateOptions) []string {
+func conmonArgs(cfg Config, opts runtime.CreateOptions) []string {
 	logPath := "none"
 	if opts.LogPath != "" {
 		logPath = "k8s-file:" + opts.LogPath
@@ -308,22 +279,6 @@ func conmonArgs(cfg Config, opts CreateOptions) []string {
 	return args
 }
 
-// conmonEnv returns the daemon's environment for conmon and the runtime,
-// without the variables that describe the daemon's own sync pipes or
-// socket activation: conmon would act on them (it rewrites LISTEN_PID for
-// the runtime), and they belong to the daemon.
-func conmonEnv(environ []string) []string {
-	env := make([]string, 0, len(environ))
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "_OCI_") || strings.HasPrefix(name, "LISTEN_") || name == "NOTIFY_SOCKET" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
 // outputSuffix returns what conmon printed before it detached, as a suffix
 // for an error message.
 func outputSuffix(f *os.File) string {
@@ -365,17 +320,4 @@ func (r *Runtime) removeFiles(id, bundle string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// onError runs undo when *errp is set at return, on a context that
-// outlives the caller's cancellation but stays bounded.
-func onError(ctx context.Context, errp *error, step string, undo func(context.Context) error) {
-	if *errp == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := undo(ctx); err != nil {
-		log.G(ctx).Error("rollback step failed", "step", step, "err", err)
-	}
 }

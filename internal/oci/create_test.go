@@ -2,8 +2,9 @@ package oci
 
 import (
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 func TestConmonArgs(t *testing.T) {
@@ -36,15 +37,15 @@ func TestConmonArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mutate func(*Config)
-		opts   CreateOptions
+		opts   runtime.CreateOptions
 		want   []string
 	}{
-		{name: "no log", opts: CreateOptions{}, want: withLog("none")},
-		{name: "k8s log", opts: CreateOptions{LogPath: "/var/log/pods/x/c/0.log"}, want: withLog("k8s-file:/var/log/pods/x/c/0.log")},
-		{name: "terminal", opts: CreateOptions{Terminal: true, Stdin: true}, want: withLog("none", "--terminal")},
-		{name: "stdin kept open", opts: CreateOptions{Stdin: true}, want: withLog("none", "--stdin", "--leave-stdin-open")},
-		{name: "stdin once", opts: CreateOptions{Stdin: true, StdinOnce: true}, want: withLog("none", "--stdin")},
-		{name: "stdin once without stdin", opts: CreateOptions{StdinOnce: true}, want: withLog("none")},
+		{name: "no log", opts: runtime.CreateOptions{}, want: withLog("none")},
+		{name: "k8s log", opts: runtime.CreateOptions{LogPath: "/var/log/pods/x/c/0.log"}, want: withLog("k8s-file:/var/log/pods/x/c/0.log")},
+		{name: "terminal", opts: runtime.CreateOptions{Terminal: true, Stdin: true}, want: withLog("none", "--terminal")},
+		{name: "stdin kept open", opts: runtime.CreateOptions{Stdin: true}, want: withLog("none", "--stdin", "--leave-stdin-open")},
+		{name: "stdin once", opts: runtime.CreateOptions{Stdin: true, StdinOnce: true}, want: withLog("none", "--stdin")},
+		{name: "stdin once without stdin", opts: runtime.CreateOptions{StdinOnce: true}, want: withLog("none")},
 		{
 			name:   "size cap and no pivot",
 			mutate: func(c *Config) { c.LogSizeMax = 1 << 20; c.NoPivot = true },
@@ -62,40 +63,5 @@ func TestConmonArgs(t *testing.T) {
 				t.Errorf("conmonArgs =\n%q\nwant\n%q", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestConmonEnv(t *testing.T) {
-	in := []string{
-		"PATH=/usr/sbin:/usr/bin", "HOME=/root", "_OCI_SYNCPIPE=9", "_OCI_STARTPIPE=10",
-		"LISTEN_PID=1", "LISTEN_FDS=2", "LISTEN_FDNAMES=a:b", "NOTIFY_SOCKET=/run/n", "XDG_RUNTIME_DIR=/run/user/0",
-	}
-	want := []string{"PATH=/usr/sbin:/usr/bin", "HOME=/root", "XDG_RUNTIME_DIR=/run/user/0"}
-	if got := conmonEnv(in); !slices.Equal(got, want) {
-		t.Errorf("conmonEnv = %q, want %q", got, want)
-	}
-}
-
-func TestValidateID(t *testing.T) {
-	for id, ok := range map[string]bool{
-		"abc":                       true,
-		"0123456789abcdef":          true,
-		"k8s_POD_a-b.c+d":           true,
-		"":                          false,
-		".":                         false,
-		"..":                        false,
-		"a/b":                       false,
-		"../x":                      false,
-		"a b":                       false,
-		strings.Repeat("f", 64):     true,
-		"tab\t":                     false,
-		"new\nline":                 false,
-		"unicodé":                   false,
-		"semi;colon":                false,
-		"dots...are.fine.inside...": true,
-	} {
-		if err := validateID(id); (err == nil) != ok {
-			t.Errorf("validateID(%q) = %v, want ok=%v", id, err, ok)
-		}
 	}
 }

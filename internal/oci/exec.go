@@ -16,11 +16,12 @@ import (
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 // ExecSync runs the runtime's exec directly rather than through conmon
@@ -49,10 +50,6 @@ import (
 // execs that must outlive the daemon, but neither ExecSync nor an
 // interactive Exec (exec_stream.go) should: both end with their client.
 
-// MaxExecOutput caps each of ExecResult.Stdout and Stderr; the rest is
-// read and discarded, and the result says that it was truncated.
-const MaxExecOutput = 16 << 20
-
 const (
 	// execKillGrace bounds each step of killing a timed-out exec: waiting
 	// for the runtime to report the process's pid, and waiting for the
@@ -64,47 +61,11 @@ const (
 	execOutputGrace = time.Second
 )
 
-// ExecOptions describes one process to run in a running container.
-type ExecOptions struct {
-	// Args is the command line; Args[0] is looked up in the container's
-	// PATH. Required.
-	Args []string
-	// Env is added to the container's environment ("NAME=value"); an
-	// entry replaces the container's variable of the same name.
-	Env []string
-	// Cwd is the absolute working directory; "" means the container's.
-	Cwd string
-	// User runs the process as another user; nil means the container's.
-	User *specs.User
-	// Timeout kills the process, and what it started, after this long;
-	// 0 means no timeout (ctx still bounds the call).
-	Timeout time.Duration
-}
-
-// ExecResult is how an exec'd process ended.
-type ExecResult struct {
-	// Stdout and Stderr are the process's output, at most MaxExecOutput
-	// bytes each.
-	Stdout, Stderr []byte
-	// StdoutTruncated and StderrTruncated report output beyond
-	// MaxExecOutput that was discarded.
-	StdoutTruncated, StderrTruncated bool
-	// ExitCode is the process's exit status, 128+signal when a signal
-	// ended it, and -1 when it timed out.
-	ExitCode int32
-	// TimedOut is set when ExecOptions.Timeout expired and the process
-	// was killed. As CRI-O does (and unlike containerd, which returns an
-	// error), this is a result, not an error: ExitCode is -1 and the
-	// output is what the process wrote until then. The CRI layer may add
-	// a "command timed out" message to Stderr as CRI-O does.
-	TimedOut bool
-}
-
 // ExecSync runs a process in container id, which must be running, and
 // waits for it. The process gets the container's process settings from
 // the bundle's config.json (environment, working directory, user,
 // capabilities, no_new_privileges, rlimits, AppArmor and SELinux labels),
-// without a terminal, with ExecOptions applied on top, and stdin from
+// without a terminal, with runtime.ExecOptions applied on top, and stdin from
 // /dev/null.
 //
 // An unknown ID gives an error wrapping errdefs.ErrNotFound, a container
@@ -112,18 +73,18 @@ type ExecResult struct {
 // and exits, whatever its status, is a result; an error means that it
 // could not be started, or that ctx ended, in which case the process was
 // killed as on a timeout.
-func (r *Runtime) ExecSync(ctx context.Context, id string, opts ExecOptions) (ExecResult, error) {
+func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
 	files, done, err := r.prepareExec(ctx, id, opts, false)
 	if err != nil {
-		return ExecResult{}, err
+		return runtime.ExecResult{}, err
 	}
 	defer done()
 	res, runtimeMsg, err := r.runExec(ctx, id, files, opts.Timeout)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+		return runtime.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
 	}
 	if runtimeMsg != "" {
-		return ExecResult{}, r.execFailure(ctx, id, runtimeMsg, res.ExitCode)
+		return runtime.ExecResult{}, r.execFailure(ctx, id, runtimeMsg, res.ExitCode)
 	}
 	return res, nil
 }
@@ -131,8 +92,8 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts ExecOptions) (Ex
 // prepareExec checks that container id runs and writes the process spec
 // of an exec into a directory of its own in the bundle. done removes the
 // directory.
-func (r *Runtime) prepareExec(ctx context.Context, id string, opts ExecOptions, terminal bool) (files execFiles, done func(), err error) {
-	if err := validateID(id); err != nil {
+func (r *Runtime) prepareExec(ctx context.Context, id string, opts runtime.ExecOptions, terminal bool) (files execFiles, done func(), err error) {
+	if err := runtime.ValidateID(id); err != nil {
 		return execFiles{}, nil, err
 	}
 	if err := opts.Validate(); err != nil {
@@ -142,14 +103,14 @@ func (r *Runtime) prepareExec(ctx context.Context, id string, opts ExecOptions, 
 	if err != nil {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	if st.Status != StatusRunning {
+	if st.Status != runtime.StatusRunning {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
 	}
-	spec, err := ReadSpec(st.Bundle)
+	spec, err := runtime.ReadSpec(st.Bundle)
 	if err != nil {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	proc, err := ExecProcess(spec.Process, opts)
+	proc, err := runtime.ExecProcess(spec.Process, opts)
 	if err != nil {
 		return execFiles{}, nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
@@ -181,95 +142,10 @@ func (r *Runtime) prepareExec(ctx context.Context, id string, opts ExecOptions, 
 func (r *Runtime) execFailure(ctx context.Context, id, runtimeMsg string, code int32) error {
 	if st, stErr := r.State(ctx, id); errdefs.IsNotFound(stErr) {
 		return fmt.Errorf("exec in container %s: %s: %w", id, runtimeMsg, errdefs.ErrNotFound)
-	} else if stErr == nil && st.Status != StatusRunning {
+	} else if stErr == nil && st.Status != runtime.StatusRunning {
 		return fmt.Errorf("exec in container %s: container is %s: %s: %w", id, st.Status, runtimeMsg, errdefs.ErrFailedPrecondition)
 	}
 	return fmt.Errorf("exec in container %s: runtime exec: %s (exit status %d)", id, runtimeMsg, code)
-}
-
-// Validate checks the options of an exec: a command, an absolute working
-// directory, a timeout that is not negative and named environment entries.
-// Errors wrap errdefs.ErrInvalidArgument.
-func (o ExecOptions) Validate() error {
-	if len(o.Args) == 0 || o.Args[0] == "" {
-		return fmt.Errorf("no command: %w", errdefs.ErrInvalidArgument)
-	}
-	if o.Cwd != "" && !filepath.IsAbs(o.Cwd) {
-		return fmt.Errorf("working directory %q is not absolute: %w", o.Cwd, errdefs.ErrInvalidArgument)
-	}
-	if o.Timeout < 0 {
-		return fmt.Errorf("negative timeout: %w", errdefs.ErrInvalidArgument)
-	}
-	for _, kv := range o.Env {
-		if name, _, _ := strings.Cut(kv, "="); name == "" {
-			return fmt.Errorf("environment entry %q has no name: %w", kv, errdefs.ErrInvalidArgument)
-		}
-	}
-	return nil
-}
-
-// ReadSpec reads the bundle's config.json.
-func ReadSpec(bundle string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	var spec specs.Spec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", filepath.Join(bundle, "config.json"), err)
-	}
-	return &spec, nil
-}
-
-// ExecProcess builds the process spec of an exec from the container's
-// own, as containerd does: a copy of the whole process, so that the exec
-// runs with the container's security settings, with the command, a
-// terminal-less stdio and the options on top.
-func ExecProcess(base *specs.Process, opts ExecOptions) (*specs.Process, error) {
-	if base == nil {
-		return nil, errors.New("config.json has no process")
-	}
-	p := *base
-	p.Terminal = false
-	p.ConsoleSize = nil
-	p.Args = append([]string(nil), opts.Args...)
-	p.CommandLine = ""
-	p.Env = mergeEnv(base.Env, opts.Env)
-	if opts.Cwd != "" {
-		p.Cwd = opts.Cwd
-	}
-	if p.Cwd == "" {
-		p.Cwd = "/"
-	}
-	if opts.User != nil {
-		p.User = *opts.User
-		p.User.AdditionalGids = append([]uint32(nil), opts.User.AdditionalGids...)
-	}
-	return &p, nil
-}
-
-// mergeEnv returns base with extra applied: an entry replaces the one of
-// the same name, or is appended. Duplicates would be ambiguous: the C
-// library's getenv returns the first.
-func mergeEnv(base, extra []string) []string {
-	env := append([]string(nil), base...)
-	index := make(map[string]int, len(env))
-	for i, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, dup := index[name]; !dup {
-			index[name] = i
-		}
-	}
-	for _, kv := range extra {
-		name, _, _ := strings.Cut(kv, "=")
-		if i, ok := index[name]; ok {
-			env[i] = kv
-			continue
-		}
-		index[name] = len(env)
-		env = append(env, kv)
-	}
-	return env
 }
 
 // execFiles are the files of one exec, in a directory of its own.
@@ -306,16 +182,16 @@ func execArgs(cfg Config, id string, files execFiles) []string {
 // runExec runs the runtime's exec and waits for it, killing the process
 // on timeout or when ctx ends. runtimeMsg is set when the runtime itself
 // failed; res.ExitCode is then the runtime's exit status.
-func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeout time.Duration) (res ExecResult, runtimeMsg string, err error) {
+func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeout time.Duration) (res runtime.ExecResult, runtimeMsg string, err error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return ExecResult{}, "", err
+		return runtime.ExecResult{}, "", err
 	}
 	defer outR.Close()
 	defer outW.Close()
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		return ExecResult{}, "", err
+		return runtime.ExecResult{}, "", err
 	}
 	defer errR.Close()
 	defer errW.Close()
@@ -327,13 +203,13 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	// reach the runtime.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return ExecResult{}, "", fmt.Errorf("start runtime exec: %w", err)
+		return runtime.ExecResult{}, "", fmt.Errorf("start runtime exec: %w", err)
 	}
 	outW.Close()
 	errW.Close()
 
-	stdout := NewCappedBuffer(MaxExecOutput)
-	stderr := NewCappedBuffer(MaxExecOutput)
+	stdout := runtime.NewCappedBuffer(runtime.MaxExecOutput)
+	stderr := runtime.NewCappedBuffer(runtime.MaxExecOutput)
 	copies := []*outputCopy{copyOutput(stdout, outR), copyOutput(stderr, errR)}
 	// Whatever happens below, the readers are stopped before returning.
 	defer func() {
@@ -357,26 +233,26 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	case <-timer:
 		log.G(ctx).Debug("exec timed out, killing it", "id", id, "timeout", timeout)
 		if err := killExec(ctx, cmd.Process, files.pid, exited); err != nil {
-			return ExecResult{}, "", err
+			return runtime.ExecResult{}, "", err
 		}
-		return ExecResult{ExitCode: -1, TimedOut: true}, "", nil
+		return runtime.ExecResult{ExitCode: -1, TimedOut: true}, "", nil
 	case <-ctx.Done():
 		if err := killExec(ctx, cmd.Process, files.pid, exited); err != nil {
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}
-		return ExecResult{}, "", ctx.Err()
+		return runtime.ExecResult{}, "", ctx.Err()
 	}
 
 	code, err := exitCode(waitErr)
 	if err != nil {
-		return ExecResult{}, "", fmt.Errorf("runtime exec: %w", err)
+		return runtime.ExecResult{}, "", fmt.Errorf("runtime exec: %w", err)
 	}
 	if code != 0 {
 		// runc exits with the process's status; it logs an error only when
 		// it failed itself (then with status 255 or 1).
 		runtimeMsg = runtimeLogErrors(files.log)
 	}
-	return ExecResult{ExitCode: code}, runtimeMsg, nil
+	return runtime.ExecResult{ExitCode: code}, runtimeMsg, nil
 }
 
 // outputCopy copies one output of an exec, from the read end of a pipe
@@ -415,29 +291,11 @@ func isReadEnd(err error) bool {
 // stuck writing to its writer (a client that stopped reading) is given
 // up on after execKillGrace more; it ends when its writer fails.
 func drainOutput(grace time.Duration, copies ...*outputCopy) {
-	t := time.NewTimer(grace)
-	defer t.Stop()
+	done := make([]<-chan struct{}, len(copies))
 	for i, c := range copies {
-		select {
-		case <-c.done:
-			continue
-		case <-t.C:
-		}
-		// All at once: the timer fires only once.
-		for _, c := range copies[i:] {
-			_ = c.r.SetReadDeadline(time.Now())
-		}
-		stuck := time.NewTimer(execKillGrace)
-		defer stuck.Stop()
-		for _, c := range copies[i:] {
-			select {
-			case <-c.done:
-			case <-stuck.C:
-				return
-			}
-		}
-		return
+		done[i] = c.done
 	}
+	runtime.AwaitDone(grace, execKillGrace, done, func(i int) { _ = copies[i].r.SetReadDeadline(time.Now()) })
 }
 
 // exitCode turns the runtime's wait result into an exit status: its own
@@ -464,7 +322,7 @@ func exitCode(waitErr error) (int32, error) {
 // is killed only if it did not start the process, or does not exit, in
 // time. It returns once the runtime has been reaped.
 func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <-chan error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undo.Timeout)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // An interactive exec (CRI Exec, `kubectl exec -it`) runs the runtime's
@@ -25,39 +26,6 @@ import (
 // its own as stdin, stdout and stderr, and controlling terminal, as CRI-O
 // does: a resize set on its master reaches runc as SIGWINCH, and runc
 // applies the size to the container's terminal.
-
-// maxTerminalSize is the largest width and height passed on: conmon
-// rejects bigger ones, and no screen has them.
-const maxTerminalSize = 1000
-
-// Size is a terminal's size in character cells.
-type Size struct {
-	Width, Height uint16
-}
-
-// clamp limits s to maxTerminalSize.
-func (s Size) clamp() Size {
-	return Size{Width: min(s.Width, maxTerminalSize), Height: min(s.Height, maxTerminalSize)}
-}
-
-// ExecStreamOptions describes one interactive process to run in a running
-// container.
-type ExecStreamOptions struct {
-	// Args is the command line; Args[0] is looked up in the container's
-	// PATH. Required.
-	Args []string
-	// Tty gives the process a terminal: its stdin, stdout and stderr,
-	// copied from Stdin and to Stdout. Stderr is not used.
-	Tty bool
-	// Stdin is copied to the process's stdin; at its end the process
-	// reads end of file (without Tty). nil: the process's stdin is empty.
-	Stdin io.Reader
-	// Stdout and Stderr receive the process's output; nil discards it.
-	Stdout, Stderr io.Writer
-	// Resize delivers the terminal's size, first and on every change;
-	// only used with Tty. A size larger than 1000 is cut to 1000.
-	Resize <-chan Size
-}
 
 // Exec runs a process in container id, which must be running, copies
 // its stdio from and to the streams in opts, and returns its exit status
@@ -73,8 +41,8 @@ type ExecStreamOptions struct {
 //
 // An unknown ID gives an error wrapping errdefs.ErrNotFound, a container
 // that is not running errdefs.ErrFailedPrecondition.
-func (r *Runtime) Exec(ctx context.Context, id string, opts ExecStreamOptions) (int32, error) {
-	files, done, err := r.prepareExec(ctx, id, ExecOptions{Args: opts.Args}, opts.Tty)
+func (r *Runtime) Exec(ctx context.Context, id string, opts runtime.ExecStreamOptions) (int32, error) {
+	files, done, err := r.prepareExec(ctx, id, runtime.ExecOptions{Args: opts.Args}, opts.Tty)
 	if err != nil {
 		return 0, err
 	}
@@ -92,7 +60,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, opts ExecStreamOptions) (
 // runStreamExec runs the runtime's exec with opts' streams and waits for
 // it, killing the process when ctx ends. runtimeMsg is set when the
 // runtime itself failed; code is then the runtime's exit status.
-func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles, opts ExecStreamOptions) (code int32, runtimeMsg string, err error) {
+func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles, opts runtime.ExecStreamOptions) (code int32, runtimeMsg string, err error) {
 	cmd := exec.Command(r.cfg.RuntimePath, execArgs(r.cfg, id, files)...)
 	var stdio *execStdio
 	if opts.Tty {
@@ -139,7 +107,7 @@ func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles,
 // execStdio connects the runtime's stdio to an interactive exec's
 // streams.
 type execStdio struct {
-	opts ExecStreamOptions
+	opts runtime.ExecStreamOptions
 	// child are the runtime's ends, closed once it has started.
 	child []*os.File
 	// parent are the daemon's ends, closed by close.
@@ -162,7 +130,7 @@ type execStdio struct {
 // pipeStdio gives the runtime a pipe per stream that opts asks for, and
 // /dev/null for the others. runc copies between them and pipes of its own
 // to the process.
-func pipeStdio(cmd *exec.Cmd, opts ExecStreamOptions) (_ *execStdio, retErr error) {
+func pipeStdio(cmd *exec.Cmd, opts runtime.ExecStreamOptions) (_ *execStdio, retErr error) {
 	s := &execStdio{opts: opts, stop: make(chan struct{})}
 	defer func() {
 		if retErr != nil {
@@ -201,7 +169,7 @@ func pipeStdio(cmd *exec.Cmd, opts ExecStreamOptions) (_ *execStdio, retErr erro
 
 // terminalStdio gives the runtime a new pseudo-terminal as stdin, stdout,
 // stderr and controlling terminal, in a session of its own.
-func terminalStdio(cmd *exec.Cmd, opts ExecStreamOptions) (*execStdio, error) {
+func terminalStdio(cmd *exec.Cmd, opts runtime.ExecStreamOptions) (*execStdio, error) {
 	master, slave, err := openTerminal()
 	if err != nil {
 		return nil, fmt.Errorf("allocate terminal: %w", err)
@@ -245,27 +213,17 @@ func (s *execStdio) started() {
 		}()
 	}
 	if s.outR != nil {
-		s.outputs = append(s.outputs, copyOutput(writerOrDiscard(s.opts.Stdout), s.outR))
+		s.outputs = append(s.outputs, copyOutput(runtime.WriterOrDiscard(s.opts.Stdout), s.outR))
 	}
 	if s.errR != nil {
-		s.outputs = append(s.outputs, copyOutput(writerOrDiscard(s.opts.Stderr), s.errR))
+		s.outputs = append(s.outputs, copyOutput(runtime.WriterOrDiscard(s.opts.Stderr), s.errR))
 	}
 	if s.terminal != nil && s.opts.Resize != nil {
-		go func() {
-			for {
-				select {
-				case size, ok := <-s.opts.Resize:
-					if !ok {
-						return
-					}
-					// Setting the size sends SIGWINCH to the runtime, the
-					// terminal's foreground process.
-					_ = setTerminalSize(s.terminal, size)
-				case <-s.stop:
-					return
-				}
-			}
-		}()
+		// Setting the size sends SIGWINCH to the runtime, the terminal's
+		// foreground process.
+		go runtime.ApplyResizes(s.opts.Resize, s.stop, func(size runtime.Size) {
+			_ = setTerminalSize(s.terminal, size)
+		})
 	}
 }
 
@@ -285,13 +243,6 @@ func (s *execStdio) close() {
 	}
 }
 
-func writerOrDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
 // openTerminal allocates a pseudo-terminal. The master is non-blocking
 // (it takes read deadlines); the slave is for a child.
 func openTerminal() (master, slave *os.File, retErr error) {
@@ -305,7 +256,7 @@ func openTerminal() (master, slave *os.File, retErr error) {
 		}
 	}()
 	var n int
-	if err := control(master, func(fd int) error {
+	if err := runtime.FdControl(master, func(fd int) error {
 		if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
 			return fmt.Errorf("unlock terminal: %w", err)
 		}
@@ -331,7 +282,7 @@ func openTerminal() (master, slave *os.File, retErr error) {
 // and until then the input would be echoed and the output's newlines
 // doubled.
 func makeRaw(f *os.File) error {
-	return control(f, func(fd int) error {
+	return runtime.FdControl(f, func(fd int) error {
 		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 		if err != nil {
 			return err
@@ -347,23 +298,9 @@ func makeRaw(f *os.File) error {
 }
 
 // setTerminalSize sets the size of the terminal whose master is f.
-func setTerminalSize(f *os.File, size Size) error {
-	size = size.clamp()
-	return control(f, func(fd int) error {
+func setTerminalSize(f *os.File, size runtime.Size) error {
+	size = size.Clamp()
+	return runtime.FdControl(f, func(fd int) error {
 		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: size.Height, Col: size.Width})
 	})
-}
-
-// control runs fn on f's descriptor without putting f into blocking mode,
-// as f.Fd would.
-func control(f *os.File, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var fnErr error
-	if err := rc.Control(func(fd uintptr) { fnErr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return fnErr
 }

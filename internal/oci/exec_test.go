@@ -16,6 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 func TestExecArgs(t *testing.T) {
@@ -31,134 +32,6 @@ func TestExecArgs(t *testing.T) {
 	}
 	if got := execArgs(cfg, "c1", files); !slices.Equal(got, want) {
 		t.Errorf("execArgs =\n%q\nwant\n%q", got, want)
-	}
-}
-
-func TestExecProcess(t *testing.T) {
-	rlimits := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}}
-	caps := &specs.LinuxCapabilities{Bounding: []string{"CAP_KILL"}, Effective: []string{"CAP_KILL"}}
-	base := func() *specs.Process {
-		return &specs.Process{
-			Terminal:        true,
-			ConsoleSize:     &specs.Box{Height: 24, Width: 80},
-			User:            specs.User{UID: 1000, GID: 1000, AdditionalGids: []uint32{5}},
-			Args:            []string{"/pause"},
-			Env:             []string{"PATH=/bin", "FOO=container"},
-			Cwd:             "/work",
-			Capabilities:    caps,
-			Rlimits:         rlimits,
-			NoNewPrivileges: true,
-			ApparmorProfile: "podbay-default",
-			SelinuxLabel:    "system_u:system_r:container_t:s0:c1,c2",
-		}
-	}
-	// want returns the process an exec with no options gets.
-	want := func(args ...string) *specs.Process {
-		p := base()
-		p.Terminal, p.ConsoleSize, p.Args = false, nil, args
-		return p
-	}
-	for _, tc := range []struct {
-		name string
-		opts ExecOptions
-		want func() *specs.Process
-	}{
-		{name: "container settings", opts: ExecOptions{Args: []string{"ls", "-l"}}, want: func() *specs.Process { return want("ls", "-l") }},
-		{
-			name: "env merged",
-			opts: ExecOptions{Args: []string{"env"}, Env: []string{"FOO=exec", "BAR=1", "FOO=last"}},
-			want: func() *specs.Process {
-				p := want("env")
-				p.Env = []string{"PATH=/bin", "FOO=last", "BAR=1"}
-				return p
-			},
-		},
-		{
-			name: "cwd",
-			opts: ExecOptions{Args: []string{"pwd"}, Cwd: "/tmp"},
-			want: func() *specs.Process { p := want("pwd"); p.Cwd = "/tmp"; return p },
-		},
-		{
-			name: "user",
-			opts: ExecOptions{Args: []string{"id"}, User: &specs.User{UID: 0, GID: 0}},
-			want: func() *specs.Process { p := want("id"); p.User = specs.User{}; return p },
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := base()
-			got, err := ExecProcess(b, tc.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if w := tc.want(); !reflect.DeepEqual(got, w) {
-				t.Errorf("ExecProcess =\n%+v\nwant\n%+v", got, w)
-			}
-			if !reflect.DeepEqual(b, base()) {
-				t.Errorf("container process changed: %+v", b)
-			}
-			// What the runtime reads: no terminal, the container's labels.
-			data, _ := json.Marshal(got)
-			for _, s := range []string{`"apparmorProfile":"podbay-default"`, `"noNewPrivileges":true`, `"selinuxLabel":`, `"rlimits":`} {
-				if !strings.Contains(string(data), s) {
-					t.Errorf("process spec %s lacks %s", data, s)
-				}
-			}
-			if strings.Contains(string(data), `"terminal"`) || strings.Contains(string(data), `"consoleSize"`) {
-				t.Errorf("process spec %s asks for a terminal", data)
-			}
-		})
-	}
-
-	if _, err := ExecProcess(nil, ExecOptions{Args: []string{"true"}}); err == nil {
-		t.Error("ExecProcess without a container process succeeded")
-	}
-	if p, _ := ExecProcess(&specs.Process{}, ExecOptions{Args: []string{"true"}}); p.Cwd != "/" {
-		t.Errorf("cwd without one in the spec = %q, want /", p.Cwd)
-	}
-}
-
-func TestMergeEnv(t *testing.T) {
-	for _, tc := range []struct {
-		base, extra, want []string
-	}{
-		{base: nil, extra: nil, want: nil},
-		{base: []string{"A=1"}, extra: nil, want: []string{"A=1"}},
-		{base: []string{"A=1", "B=2"}, extra: []string{"B=3", "C=4"}, want: []string{"A=1", "B=3", "C=4"}},
-		{base: []string{"A=1"}, extra: []string{"A="}, want: []string{"A="}},
-		{base: []string{"A=1"}, extra: []string{"AB=2"}, want: []string{"A=1", "AB=2"}},
-		{base: []string{"A=1", "A=2"}, extra: []string{"A=3"}, want: []string{"A=3", "A=2"}},
-		{base: []string{"FLAG"}, extra: []string{"FLAG=1"}, want: []string{"FLAG=1"}},
-	} {
-		base := slices.Clone(tc.base)
-		if got := mergeEnv(tc.base, tc.extra); !slices.Equal(got, tc.want) {
-			t.Errorf("mergeEnv(%q, %q) = %q, want %q", tc.base, tc.extra, got, tc.want)
-		}
-		if !slices.Equal(base, tc.base) {
-			t.Errorf("mergeEnv changed its base to %q", tc.base)
-		}
-	}
-}
-
-func TestExecOptionsValidate(t *testing.T) {
-	for _, tc := range []struct {
-		opts ExecOptions
-		ok   bool
-	}{
-		{opts: ExecOptions{Args: []string{"true"}}, ok: true},
-		{opts: ExecOptions{Args: []string{"true"}, Cwd: "/", Timeout: time.Second, Env: []string{"A=1", "B"}}, ok: true},
-		{opts: ExecOptions{}},
-		{opts: ExecOptions{Args: []string{""}}},
-		{opts: ExecOptions{Args: []string{"true"}, Cwd: "relative"}},
-		{opts: ExecOptions{Args: []string{"true"}, Timeout: -time.Second}},
-		{opts: ExecOptions{Args: []string{"true"}, Env: []string{"=1"}}},
-	} {
-		err := tc.opts.Validate()
-		if (err == nil) != tc.ok {
-			t.Errorf("Validate(%+v) = %v, want ok=%v", tc.opts, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("validate(%+v) = %v, not ErrInvalidArgument", tc.opts, err)
-		}
 	}
 }
 
@@ -268,11 +141,11 @@ func TestExecSyncFakeRuntime(t *testing.T) {
 	cp "$proc" "$(dirname "$proc")/../seen.json"
 	echo $$ > "$pidfile"
 	echo out; echo err >&2; exit 7`)
-		res, err := r.ExecSync(ctx, "c1", ExecOptions{Args: []string{"probe", "--ready"}, Env: []string{"X=1"}})
+		res, err := r.ExecSync(ctx, "c1", runtime.ExecOptions{Args: []string{"probe", "--ready"}, Env: []string{"X=1"}})
 		if err != nil {
 			t.Fatalf("ExecSync: %v", err)
 		}
-		if want := (ExecResult{Stdout: []byte("out\n"), Stderr: []byte("err\n"), ExitCode: 7}); !reflect.DeepEqual(res, want) {
+		if want := (runtime.ExecResult{Stdout: []byte("out\n"), Stderr: []byte("err\n"), ExitCode: 7}); !reflect.DeepEqual(res, want) {
 			t.Errorf("ExecSync = %+v, want %+v", res, want)
 		}
 		data, err := os.ReadFile(filepath.Join(bundle, "seen.json"))
@@ -294,7 +167,7 @@ func TestExecSyncFakeRuntime(t *testing.T) {
 		r, _ := fakeExecRuntime(t, "running", `
 	echo '{"level":"error","msg":"exec failed: boom","time":"2026-11-22T09:12:21Z"}' > "$log"
 	echo 'exec failed: boom' >&2; exit 255`)
-		_, err := r.ExecSync(ctx, "c1", ExecOptions{Args: []string{"x"}})
+		_, err := r.ExecSync(ctx, "c1", runtime.ExecOptions{Args: []string{"x"}})
 		if err == nil || !strings.Contains(err.Error(), "exec failed: boom") || strings.Count(err.Error(), "boom") != 1 {
 			t.Fatalf("ExecSync = %v, want the runtime's message once", err)
 		}
@@ -304,14 +177,14 @@ func TestExecSyncFakeRuntime(t *testing.T) {
 	})
 	t.Run("exit 255 is the process's", func(t *testing.T) {
 		r, _ := fakeExecRuntime(t, "running", `echo $$ > "$pidfile"; exit 255`)
-		if res, err := r.ExecSync(ctx, "c1", ExecOptions{Args: []string{"x"}}); err != nil || res.ExitCode != 255 {
+		if res, err := r.ExecSync(ctx, "c1", runtime.ExecOptions{Args: []string{"x"}}); err != nil || res.ExitCode != 255 {
 			t.Errorf("ExecSync = %+v, %v; want exit code 255", res, err)
 		}
 	})
 	for _, status := range []string{"created", "paused", "stopped"} {
 		t.Run(status, func(t *testing.T) {
 			r, _ := fakeExecRuntime(t, status, `exit 0`)
-			if _, err := r.ExecSync(ctx, "c1", ExecOptions{Args: []string{"x"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			if _, err := r.ExecSync(ctx, "c1", runtime.ExecOptions{Args: []string{"x"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 				t.Errorf("ExecSync in a %s container = %v, want ErrFailedPrecondition", status, err)
 			}
 		})
@@ -320,7 +193,7 @@ func TestExecSyncFakeRuntime(t *testing.T) {
 		// A runtime that never starts the process is killed itself.
 		r, _ := fakeExecRuntime(t, "running", `exec sleep 60`)
 		start := time.Now()
-		res, err := r.ExecSync(ctx, "c1", ExecOptions{Args: []string{"x"}, Timeout: 100 * time.Millisecond})
+		res, err := r.ExecSync(ctx, "c1", runtime.ExecOptions{Args: []string{"x"}, Timeout: 100 * time.Millisecond})
 		if err != nil || !res.TimedOut || res.ExitCode != -1 {
 			t.Fatalf("ExecSync = %+v, %v", res, err)
 		}

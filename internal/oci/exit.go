@@ -14,16 +14,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 )
-
-// ExitStatus is how a container's init process ended.
-type ExitStatus struct {
-	// Code is the exit status, or 128+signal when a signal ended the
-	// process (137 after SIGKILL), as conmon reports it.
-	Code int32
-	// ExitedAt is when conmon wrote the exit file (its mtime).
-	ExitedAt time.Time
-}
 
 // errClosed is returned by Wait after Close.
 var errClosed = fmt.Errorf("runtime closed: %w", errdefs.ErrUnavailable)
@@ -32,40 +24,55 @@ var errClosed = fmt.Errorf("runtime closed: %w", errdefs.ErrUnavailable)
 // process exits. ok is false while there is none: the container has not
 // exited, or its conmon is gone, or it was deleted. The file survives
 // daemon restarts, so exits that happened while the daemon was down are
-// found here.
-func (r *Runtime) Exited(id string) (status ExitStatus, ok bool, err error) {
-	if err := validateID(id); err != nil {
-		return ExitStatus{}, false, err
+// found here. OOMKilled is set when conmon left its OOM marker in the
+// bundle.
+func (r *Runtime) Exited(id string) (status runtime.ExitStatus, ok bool, err error) {
+	if err := runtime.ValidateID(id); err != nil {
+		return runtime.ExitStatus{}, false, err
 	}
-	return readExitFile(filepath.Join(r.cfg.ExitDir, id))
+	status, ok, err = readExitFile(filepath.Join(r.cfg.ExitDir, id))
+	if ok {
+		status.OOMKilled = runtime.OOMMarked(r.bundleOf(id))
+	}
+	return status, ok, err
+}
+
+// bundleOf returns the bundle directory of container id, read from
+// conmon's attach symlink, or "" when there is none.
+func (r *Runtime) bundleOf(id string) string {
+	target, err := os.Readlink(filepath.Join(r.cfg.SocketDir, id))
+	if err != nil || !filepath.IsAbs(target) {
+		return ""
+	}
+	return target
 }
 
 // readExitFile reads one exit file. An empty file is treated as not yet
 // written: conmon replaces the file atomically, but a writer that does not
 // could be caught half way.
-func readExitFile(path string) (ExitStatus, bool, error) {
+func readExitFile(path string) (runtime.ExitStatus, bool, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return ExitStatus{}, false, nil
+		return runtime.ExitStatus{}, false, nil
 	}
 	if err != nil {
-		return ExitStatus{}, false, err
+		return runtime.ExitStatus{}, false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return ExitStatus{}, false, err
+		return runtime.ExitStatus{}, false, err
 	}
 	b := make([]byte, 64)
 	n, _ := f.Read(b)
 	code, ok, err := parseExitCode(b[:n])
 	if err != nil {
-		return ExitStatus{}, false, fmt.Errorf("exit file %s: %w", path, err)
+		return runtime.ExitStatus{}, false, fmt.Errorf("exit file %s: %w", path, err)
 	}
 	if !ok {
-		return ExitStatus{}, false, nil
+		return runtime.ExitStatus{}, false, nil
 	}
-	return ExitStatus{Code: code, ExitedAt: fi.ModTime()}, true, nil
+	return runtime.ExitStatus{Code: code, ExitedAt: fi.ModTime()}, true, nil
 }
 
 // parseExitCode parses an exit file's content: a decimal integer, without
@@ -84,12 +91,12 @@ func parseExitCode(b []byte) (code int32, ok bool, err error) {
 
 // Wait blocks until the container's exit file exists and returns it, or
 // until ctx ends. It only learns of exits that conmon records: if the
-// container's conmon is gone (State.MonitorPid is 0) while the container
+// container's conmon is gone (runtime.State.MonitorPid is 0) while the container
 // still runs, Wait returns only when ctx ends. Many concurrent Waits are
 // cheap: one watcher serves them all.
-func (r *Runtime) Wait(ctx context.Context, id string) (ExitStatus, error) {
-	if err := validateID(id); err != nil {
-		return ExitStatus{}, err
+func (r *Runtime) Wait(ctx context.Context, id string) (runtime.ExitStatus, error) {
+	if err := runtime.ValidateID(id); err != nil {
+		return runtime.ExitStatus{}, err
 	}
 	ch, cancel := r.exits.subscribe(id)
 	defer cancel()
@@ -103,9 +110,9 @@ func (r *Runtime) Wait(ctx context.Context, id string) (ExitStatus, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, ctx.Err())
+			return runtime.ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, ctx.Err())
 		case <-r.exits.done:
-			return ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, errClosed)
+			return runtime.ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, errClosed)
 		}
 	}
 }

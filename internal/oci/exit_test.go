@@ -213,3 +213,33 @@ func waitSubscribers(t *testing.T, r *Runtime, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestExitedOOM: the exit status carries conmon's OOM marker, found in
+// the bundle that conmon's attach link leads to.
+func TestExitedOOM(t *testing.T) {
+	r := newFakeRuntime(t, nil)
+	bundle := t.TempDir()
+	if err := os.Symlink(bundle, filepath.Join(r.cfg.SocketDir, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	writeExitFile(t, r.cfg.ExitDir, "c1", "137")
+	if st, ok, err := r.Exited("c1"); err != nil || !ok || st.OOMKilled {
+		t.Fatalf("Exited without a marker = %+v, %v, %v; want not OOMKilled", st, ok, err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "oom"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok, err := r.Exited("c1"); err != nil || !ok || !st.OOMKilled || st.Code != 137 {
+		t.Errorf("Exited with a marker = %+v, %v, %v; want code 137, OOMKilled", st, ok, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if st, err := r.Wait(ctx, "c1"); err != nil || !st.OOMKilled {
+		t.Errorf("Wait = %+v, %v; want OOMKilled", st, err)
+	}
+	// No attach link (an exit file written by hand): no bundle, no OOM.
+	writeExitFile(t, r.cfg.ExitDir, "c2", "137")
+	if st, ok, err := r.Exited("c2"); err != nil || !ok || st.OOMKilled {
+		t.Errorf("Exited without a link = %+v, %v, %v; want not OOMKilled", st, ok, err)
+	}
+}

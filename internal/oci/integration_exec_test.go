@@ -18,11 +18,12 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // startContainer creates and starts a container running args and returns
 // its ID and bundle.
-func (e *testEnv) startContainer(ctx context.Context, name string, opts CreateOptions, mutate func(*specs.Spec), args ...string) (string, string) {
+func (e *testEnv) startContainer(ctx context.Context, name string, opts runtime.CreateOptions, mutate func(*specs.Spec), args ...string) (string, string) {
 	e.t.Helper()
 	id := e.newID(name)
 	bundle := e.bundle(id, mutate, args...)
@@ -88,11 +89,9 @@ func assertExecGone(t *testing.T, id string, want ...string) {
 }
 
 func TestIntegrationExecSync(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	caps := []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETUID", "CAP_SETGID"}
-	id, bundle := e.startContainer(ctx, "exec", CreateOptions{}, func(s *specs.Spec) {
+	id, bundle := e.startContainer(ctx, "exec", runtime.CreateOptions{}, func(s *specs.Spec) {
 		s.Process.Env = append(s.Process.Env, "FOO=container", "KEEP=kept")
 		s.Process.Cwd = "/tmp"
 		s.Process.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
@@ -104,30 +103,30 @@ func TestIntegrationExecSync(t *testing.T) {
 
 	for _, tc := range []struct {
 		name       string
-		opts       ExecOptions
+		opts       runtime.ExecOptions
 		wantOut    string
 		wantErr    string
 		wantCode   int32
 		wantStatus string // a line /proc/self/status must have, from a grep
 	}{
-		{name: "stdout and stderr", opts: ExecOptions{Args: []string{"sh", "-c", "echo out; echo err >&2"}}, wantOut: "out\n", wantErr: "err\n"},
-		{name: "true", opts: ExecOptions{Args: []string{"true"}}},
-		{name: "exit 3", opts: ExecOptions{Args: []string{"sh", "-c", "echo before; exit 3"}}, wantOut: "before\n", wantCode: 3},
-		{name: "killed", opts: ExecOptions{Args: []string{"sh", "-c", "kill -9 $$"}}, wantCode: 128 + 9},
-		{name: "container env and cwd", opts: ExecOptions{Args: []string{"sh", "-c", `echo "$FOO $KEEP $PATH $(pwd)"`}}, wantOut: "container kept /bin /tmp\n"},
+		{name: "stdout and stderr", opts: runtime.ExecOptions{Args: []string{"sh", "-c", "echo out; echo err >&2"}}, wantOut: "out\n", wantErr: "err\n"},
+		{name: "true", opts: runtime.ExecOptions{Args: []string{"true"}}},
+		{name: "exit 3", opts: runtime.ExecOptions{Args: []string{"sh", "-c", "echo before; exit 3"}}, wantOut: "before\n", wantCode: 3},
+		{name: "killed", opts: runtime.ExecOptions{Args: []string{"sh", "-c", "kill -9 $$"}}, wantCode: 128 + 9},
+		{name: "container env and cwd", opts: runtime.ExecOptions{Args: []string{"sh", "-c", `echo "$FOO $KEEP $PATH $(pwd)"`}}, wantOut: "container kept /bin /tmp\n"},
 		{
 			name:    "env and cwd overridden",
-			opts:    ExecOptions{Args: []string{"sh", "-c", `echo "$FOO $KEEP $NEW $(pwd)"`}, Env: []string{"FOO=exec", "NEW=new"}, Cwd: "/bin"},
+			opts:    runtime.ExecOptions{Args: []string{"sh", "-c", `echo "$FOO $KEEP $NEW $(pwd)"`}, Env: []string{"FOO=exec", "NEW=new"}, Cwd: "/bin"},
 			wantOut: "exec kept new /bin\n",
 		},
-		{name: "container user", opts: ExecOptions{Args: []string{"id"}}, wantOut: "uid=0 gid=0"},
+		{name: "container user", opts: runtime.ExecOptions{Args: []string{"id"}}, wantOut: "uid=0 gid=0"},
 		{
 			name:    "custom user",
-			opts:    ExecOptions{Args: []string{"id"}, User: &specs.User{UID: 1000, GID: 1001, AdditionalGids: []uint32{1002}}},
+			opts:    runtime.ExecOptions{Args: []string{"id"}, User: &specs.User{UID: 1000, GID: 1001, AdditionalGids: []uint32{1002}}},
 			wantOut: "uid=1000 gid=1001 groups=1002\n",
 		},
-		{name: "capabilities", opts: ExecOptions{Args: []string{"cat", "/proc/self/status"}}, wantStatus: "CapEff:\t" + statusField(t, st.Pid, "CapEff")},
-		{name: "no new privileges", opts: ExecOptions{Args: []string{"cat", "/proc/self/status"}}, wantStatus: "NoNewPrivs:\t1"},
+		{name: "capabilities", opts: runtime.ExecOptions{Args: []string{"cat", "/proc/self/status"}}, wantStatus: "CapEff:\t" + statusField(t, st.Pid, "CapEff")},
+		{name: "no new privileges", opts: runtime.ExecOptions{Args: []string{"cat", "/proc/self/status"}}, wantStatus: "NoNewPrivs:\t1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := e.rt.ExecSync(ctx, id, tc.opts)
@@ -153,7 +152,7 @@ func TestIntegrationExecSync(t *testing.T) {
 	}
 
 	t.Run("missing command", func(t *testing.T) {
-		_, err := e.rt.ExecSync(ctx, id, ExecOptions{Args: []string{"nonexistent"}})
+		_, err := e.rt.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"nonexistent"}})
 		if err == nil || !strings.Contains(err.Error(), "executable file not found") {
 			t.Fatalf("ExecSync = %v, want the runtime's complaint", err)
 		}
@@ -162,19 +161,19 @@ func TestIntegrationExecSync(t *testing.T) {
 		}
 	})
 	t.Run("bad arguments", func(t *testing.T) {
-		for _, opts := range []ExecOptions{{}, {Args: []string{"true"}, Cwd: "tmp"}, {Args: []string{"true"}, Timeout: -1}, {Args: []string{"true"}, Env: []string{"=x"}}} {
+		for _, opts := range []runtime.ExecOptions{{}, {Args: []string{"true"}, Cwd: "tmp"}, {Args: []string{"true"}, Timeout: -1}, {Args: []string{"true"}, Env: []string{"=x"}}} {
 			if _, err := e.rt.ExecSync(ctx, id, opts); !errors.Is(err, errdefs.ErrInvalidArgument) {
 				t.Errorf("ExecSync(%+v) = %v, want ErrInvalidArgument", opts, err)
 			}
 		}
 	})
 	t.Run("output cap", func(t *testing.T) {
-		n := MaxExecOutput + 1000
-		res, err := e.rt.ExecSync(ctx, id, ExecOptions{Args: []string{"sh", "-c", fmt.Sprintf("busybox head -c %d /dev/zero; echo small >&2", n)}})
+		n := runtime.MaxExecOutput + 1000
+		res, err := e.rt.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"sh", "-c", fmt.Sprintf("busybox head -c %d /dev/zero; echo small >&2", n)}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("ExecSync = %+v, %v", res.ExitCode, err)
 		}
-		if len(res.Stdout) != MaxExecOutput || !res.StdoutTruncated || string(res.Stderr) != "small\n" || res.StderrTruncated {
+		if len(res.Stdout) != runtime.MaxExecOutput || !res.StdoutTruncated || string(res.Stderr) != "small\n" || res.StderrTruncated {
 			t.Errorf("stdout %d bytes (truncated %v), stderr %q (truncated %v)", len(res.Stdout), res.StdoutTruncated, res.Stderr, res.StderrTruncated)
 		}
 	})
@@ -182,7 +181,7 @@ func TestIntegrationExecSync(t *testing.T) {
 		// A child in a session of its own, not holding the output, is the
 		// container's: the call returns, and the child stays.
 		start := time.Now()
-		res, err := e.rt.ExecSync(ctx, id, ExecOptions{Args: []string{"sh", "-c", "busybox setsid sleep 30 >/dev/null 2>&1 </dev/null & echo started"}, Timeout: 10 * time.Second})
+		res, err := e.rt.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"sh", "-c", "busybox setsid sleep 30 >/dev/null 2>&1 </dev/null & echo started"}, Timeout: 10 * time.Second})
 		if err != nil || res.ExitCode != 0 || res.TimedOut || string(res.Stdout) != "started\n" {
 			t.Fatalf("ExecSync = %+v, %v", res, err)
 		}
@@ -193,7 +192,7 @@ func TestIntegrationExecSync(t *testing.T) {
 	t.Run("background child holds stdout", func(t *testing.T) {
 		// The output stays open, so the exec is not done until the
 		// timeout, which kills the child with the process group.
-		res, err := e.rt.ExecSync(ctx, id, ExecOptions{Args: []string{"sh", "-c", "sleep 20 & echo started"}, Timeout: 500 * time.Millisecond})
+		res, err := e.rt.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"sh", "-c", "sleep 20 & echo started"}, Timeout: 500 * time.Millisecond})
 		if err != nil || !res.TimedOut || res.ExitCode != -1 || string(res.Stdout) != "started\n" {
 			t.Fatalf("ExecSync = %+v, %v", res, err)
 		}
@@ -225,10 +224,8 @@ func statusField(t *testing.T, pid int, name string) string {
 }
 
 func TestIntegrationExecSyncTimeout(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	id, _ := e.startContainer(ctx, "exectimeout", CreateOptions{}, nil, "sleep", "1000")
+	e, ctx := newTestEnv(t, 2*time.Minute)
+	id, _ := e.startContainer(ctx, "exectimeout", runtime.CreateOptions{}, nil, "sleep", "1000")
 
 	for _, tc := range []struct {
 		name string
@@ -241,7 +238,7 @@ func TestIntegrationExecSyncTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const timeout = 500 * time.Millisecond
 			start := time.Now()
-			res, err := e.rt.ExecSync(ctx, id, ExecOptions{Args: tc.args, Timeout: timeout})
+			res, err := e.rt.ExecSync(ctx, id, runtime.ExecOptions{Args: tc.args, Timeout: timeout})
 			took := time.Since(start)
 			if err != nil {
 				t.Fatalf("ExecSync: %v", err)
@@ -267,7 +264,7 @@ func TestIntegrationExecSyncTimeout(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		short, c := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer c()
-		_, err := e.rt.ExecSync(short, id, ExecOptions{Args: []string{"sleep", "10"}})
+		_, err := e.rt.ExecSync(short, id, runtime.ExecOptions{Args: []string{"sleep", "10"}})
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("ExecSync = %v, want DeadlineExceeded", err)
 		}
@@ -276,17 +273,15 @@ func TestIntegrationExecSyncTimeout(t *testing.T) {
 }
 
 func TestIntegrationExecSyncConcurrent(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	id, _ := e.startContainer(ctx, "execmany", CreateOptions{}, nil, "sleep", "1000")
+	e, ctx := newTestEnv(t, 2*time.Minute)
+	id, _ := e.startContainer(ctx, "execmany", runtime.CreateOptions{}, nil, "sleep", "1000")
 
 	// Latency of the cheapest probe, one at a time.
 	const rounds = 20
 	var durations []time.Duration
 	for range rounds {
 		start := time.Now()
-		res, err := e.rt.ExecSync(ctx, id, ExecOptions{Args: []string{"true"}})
+		res, err := e.rt.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"true"}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("ExecSync true = %+v, %v", res, err)
 		}
@@ -303,7 +298,7 @@ func TestIntegrationExecSyncConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := e.rt.ExecSync(ctx, id, ExecOptions{
+			res, err := e.rt.ExecSync(ctx, id, runtime.ExecOptions{
 				Args: []string{"sh", "-c", `echo "out $1"; echo "err $1" >&2; exit $(($1 % 4))`, "sh", strconv.Itoa(i)},
 			})
 			switch {
@@ -324,21 +319,19 @@ func TestIntegrationExecSyncConcurrent(t *testing.T) {
 }
 
 func TestIntegrationExecSyncNotRunning(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 
 	created := e.newID("execcreated")
-	e.create(ctx, e.rt, CreateOptions{ID: created, BundleDir: e.bundle(created, nil, "sleep", "1000")})
-	if _, err := e.rt.ExecSync(ctx, created, ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: created, BundleDir: e.bundle(created, nil, "sleep", "1000")})
+	if _, err := e.rt.ExecSync(ctx, created, runtime.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ExecSync in a created container = %v, want ErrFailedPrecondition", err)
 	}
 
-	stopped, _ := e.startContainer(ctx, "execstopped", CreateOptions{}, nil, "sh", "-c", "exit 0")
+	stopped, _ := e.startContainer(ctx, "execstopped", runtime.CreateOptions{}, nil, "sh", "-c", "exit 0")
 	if _, err := e.rt.Wait(ctx, stopped); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.rt.ExecSync(ctx, stopped, ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := e.rt.ExecSync(ctx, stopped, runtime.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ExecSync in a stopped container = %v, want ErrFailedPrecondition", err)
 	}
 	if pids, err := e.rt.Pids(ctx, stopped); err != nil || len(pids) != 0 {
@@ -346,7 +339,7 @@ func TestIntegrationExecSyncNotRunning(t *testing.T) {
 	}
 
 	ghost := e.newID("execghost")
-	if _, err := e.rt.ExecSync(ctx, ghost, ExecOptions{Args: []string{"true"}}); !errdefs.IsNotFound(err) {
+	if _, err := e.rt.ExecSync(ctx, ghost, runtime.ExecOptions{Args: []string{"true"}}); !errdefs.IsNotFound(err) {
 		t.Errorf("ExecSync with an unknown ID = %v, want ErrNotFound", err)
 	}
 	if _, err := e.rt.Pids(ctx, ghost); !errdefs.IsNotFound(err) {
@@ -355,11 +348,9 @@ func TestIntegrationExecSyncNotRunning(t *testing.T) {
 }
 
 func TestIntegrationUpdate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	pids := int64(100)
-	id, bundle := e.startContainer(ctx, "update", CreateOptions{}, func(s *specs.Spec) {
+	id, bundle := e.startContainer(ctx, "update", runtime.CreateOptions{}, func(s *specs.Spec) {
 		s.Linux.Resources = &specs.LinuxResources{
 			Devices: []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}},
 			Pids:    &specs.LinuxPids{Limit: pids},
@@ -386,7 +377,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	if got := cgroupFile("cpu", "cpu.shares"); got != "512" {
 		t.Errorf("cpu.shares = %s, want 512", got)
 	}
-	spec, err := ReadSpec(bundle)
+	spec, err := runtime.ReadSpec(bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +397,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	} else {
 		t.Logf("Update to 4 KiB: %v", err)
 	}
-	if spec, err := ReadSpec(bundle); err != nil || *spec.Linux.Resources.Memory.Limit != limit {
+	if spec, err := runtime.ReadSpec(bundle); err != nil || *spec.Linux.Resources.Memory.Limit != limit {
 		t.Errorf("config.json changed by a refused update: %v", err)
 	}
 	if got := cgroupFile("memory", "memory.limit_in_bytes"); got != strconv.FormatInt(limit, 10) {
@@ -428,15 +419,13 @@ func TestIntegrationUpdate(t *testing.T) {
 }
 
 func TestIntegrationReopenLog(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	logDir := filepath.Join(e.dir, "logs")
 	if err := os.Mkdir(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(logDir, "0.log")
-	id, _ := e.startContainer(ctx, "reopen", CreateOptions{LogPath: logPath}, nil,
+	id, _ := e.startContainer(ctx, "reopen", runtime.CreateOptions{LogPath: logPath}, nil,
 		"sh", "-c", `i=0; while :; do echo "line $i"; i=$((i+1)); sleep 0.1; done`)
 	hasLine := func(path string) func() bool {
 		return func() bool {
@@ -507,7 +496,7 @@ func TestIntegrationReopenLog(t *testing.T) {
 	}
 
 	// No log file: nothing to reopen.
-	nolog, _ := e.startContainer(ctx, "nolog", CreateOptions{}, nil, "sleep", "1000")
+	nolog, _ := e.startContainer(ctx, "nolog", runtime.CreateOptions{}, nil, "sleep", "1000")
 	if err := e.rt.ReopenLog(ctx, nolog); err != nil {
 		t.Errorf("ReopenLog without a log file = %v", err)
 	}

@@ -1,40 +1,23 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/testbundle"
 )
-
-// syncBuffer is an output stream the test reads while a session writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // waitOutput waits until b holds want, repeating poke (if any) every half
 // second, as for a resize that needs a moment to reach the container.
-func waitOutput(t *testing.T, b *syncBuffer, want string, poke func()) {
+func waitOutput(t *testing.T, b *testbundle.Buffer, want string, poke func()) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	next := time.Now()
@@ -66,7 +49,7 @@ type execResult struct {
 }
 
 // startExec runs Exec in the background.
-func startExec(ctx context.Context, rt *Runtime, id string, opts ExecStreamOptions) <-chan execResult {
+func startExec(ctx context.Context, rt *Runtime, id string, opts runtime.ExecStreamOptions) <-chan execResult {
 	ch := make(chan execResult, 1)
 	go func() {
 		code, err := rt.Exec(ctx, id, opts)
@@ -87,10 +70,8 @@ func waitExec(t *testing.T, ch <-chan execResult) execResult {
 }
 
 func TestIntegrationExecStream(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	id, _ := e.startContainer(ctx, "execstream", CreateOptions{}, nil, "sleep", "1000")
+	e, ctx := newTestEnv(t, 2*time.Minute)
+	id, _ := e.startContainer(ctx, "execstream", runtime.CreateOptions{}, nil, "sleep", "1000")
 
 	for _, tc := range []struct {
 		name             string
@@ -106,8 +87,8 @@ func TestIntegrationExecStream(t *testing.T) {
 		{name: "big output", args: []string{"sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo 0123456789012345678901234567890123456789; i=$((i+1)); done"}, wantOut: strings.Repeat("0123456789012345678901234567890123456789\n", 2000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr syncBuffer
-			code, err := e.rt.Exec(ctx, id, ExecStreamOptions{Args: tc.args, Stdin: tc.stdin, Stdout: &stdout, Stderr: &stderr})
+			var stdout, stderr testbundle.Buffer
+			code, err := e.rt.Exec(ctx, id, runtime.ExecStreamOptions{Args: tc.args, Stdin: tc.stdin, Stdout: &stdout, Stderr: &stderr})
 			if err != nil {
 				t.Fatalf("Exec: %v", err)
 			}
@@ -119,14 +100,14 @@ func TestIntegrationExecStream(t *testing.T) {
 	}
 
 	t.Run("output discarded", func(t *testing.T) {
-		code, err := e.rt.Exec(ctx, id, ExecStreamOptions{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 4"}})
+		code, err := e.rt.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 4"}})
 		if err != nil || code != 4 {
 			t.Fatalf("Exec = %d, %v; want 4", code, err)
 		}
 	})
 
 	t.Run("unknown command", func(t *testing.T) {
-		_, err := e.rt.Exec(ctx, id, ExecStreamOptions{Args: []string{"no-such-command"}, Stdout: io.Discard})
+		_, err := e.rt.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"no-such-command"}, Stdout: io.Discard})
 		if err == nil || !strings.Contains(err.Error(), "no-such-command") {
 			t.Fatalf("Exec of an unknown command = %v, want the runtime's error", err)
 		}
@@ -135,10 +116,10 @@ func TestIntegrationExecStream(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		short, stop := context.WithCancel(ctx)
 		defer stop()
-		var stdout syncBuffer
+		var stdout testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		ch := startExec(short, e.rt, id, ExecStreamOptions{
+		ch := startExec(short, e.rt, id, runtime.ExecStreamOptions{
 			// The background sleep is in the process's group; cat waits
 			// for input that never comes.
 			Args:   []string{"sh", "-c", "sleep 999 & echo started; cat"},
@@ -155,18 +136,16 @@ func TestIntegrationExecStream(t *testing.T) {
 }
 
 func TestIntegrationExecStreamTerminal(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	id, _ := e.startContainer(ctx, "exectty", CreateOptions{}, withTerminal, "sleep", "1000")
+	e, ctx := newTestEnv(t, 2*time.Minute)
+	id, _ := e.startContainer(ctx, "exectty", runtime.CreateOptions{}, withTerminal, "sleep", "1000")
 
 	t.Run("interactive shell", func(t *testing.T) {
-		var out syncBuffer
+		var out testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		resize := make(chan Size, 1)
-		resize <- Size{Width: 80, Height: 24} // the client's first size
-		ch := startExec(ctx, e.rt, id, ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out, Resize: resize})
+		resize := make(chan runtime.Size, 1)
+		resize <- runtime.Size{Width: 80, Height: 24} // the client's first size
+		ch := startExec(ctx, e.rt, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out, Resize: resize})
 		send := func(line string) {
 			if _, err := io.WriteString(stdinW, line+"\n"); err != nil {
 				t.Errorf("write %q: %v", line, err)
@@ -182,7 +161,7 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 		waitOutput(t, &out, "all-12-terminals\r\n", nil)
 		send("busybox stty size")
 		waitOutput(t, &out, "24 80\r\n", nil)
-		resize <- Size{Width: 123, Height: 45}
+		resize <- runtime.Size{Width: 123, Height: 45}
 		waitOutput(t, &out, "45 123\r\n", func() { send("busybox stty size") })
 		send("exit 7")
 		if res := waitExec(t, ch); res.err != nil || res.code != 7 {
@@ -202,10 +181,10 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
 		short, stop := context.WithCancel(ctx)
 		defer stop()
-		var out syncBuffer
+		var out testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		ch := startExec(short, e.rt, id, ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out})
+		ch := startExec(short, e.rt, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out})
 		// An interactive shell on a terminal runs each job in a process
 		// group of its own: only the session holds them all.
 		if _, err := io.WriteString(stdinW, "sleep 999 & sleep 998 & echo jobs-$((2*3))-started; sleep 997\n"); err != nil {
@@ -222,16 +201,16 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 }
 
 func TestIntegrationAttach(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 
 	t.Run("stdin once", func(t *testing.T) {
-		id, _ := e.startContainer(ctx, "attachonce", CreateOptions{Stdin: true, StdinOnce: true}, nil, "cat")
-		var stdout syncBuffer
+		id, _ := e.startContainer(ctx, "attachonce", runtime.CreateOptions{Stdin: true, StdinOnce: true}, nil, "cat")
+		var stdout testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		done := make(chan error, 1)
-		go func() { done <- e.rt.Attach(ctx, id, AttachOptions{Stdin: stdinR, Stdout: &stdout, StdinOnce: true}) }()
+		go func() {
+			done <- e.rt.Attach(ctx, id, runtime.AttachOptions{Stdin: stdinR, Stdout: &stdout, StdinOnce: true})
+		}()
 		if _, err := io.WriteString(stdinW, "hello\n"); err != nil {
 			t.Fatal(err)
 		}
@@ -239,30 +218,20 @@ func TestIntegrationAttach(t *testing.T) {
 		// conmon closes the container's stdin: cat exits, and so does
 		// the container; the attach lasts until then.
 		stdinW.Close()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Attach: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("Attach did not return after the container's stdin closed")
-		}
-		if exit, err := e.rt.Wait(ctx, id); err != nil || exit.Code != 0 {
-			t.Fatalf("Wait = %+v, %v; want exit code 0", exit, err)
-		}
+		awaitAttachEnd(ctx, t, e.rt, done, id, 0, "after the container's stdin closed")
 	})
 
 	t.Run("detach and reattach", func(t *testing.T) {
-		id, _ := e.startContainer(ctx, "attachmany", CreateOptions{Stdin: true}, nil,
+		id, _ := e.startContainer(ctx, "attachmany", runtime.CreateOptions{Stdin: true}, nil,
 			"sh", "-c", `while read l; do echo "out $l"; echo "err $l" >&2; done`)
 		// Without StdinOnce, the end of the client's input detaches, and
 		// the container's stdin stays open for the next attach.
 		for _, word := range []string{"one", "two"} {
-			var stdout, stderr syncBuffer
+			var stdout, stderr testbundle.Buffer
 			stdinR, stdinW := io.Pipe()
 			done := make(chan error, 1)
 			go func() {
-				done <- e.rt.Attach(ctx, id, AttachOptions{Stdin: stdinR, Stdout: &stdout, Stderr: &stderr})
+				done <- e.rt.Attach(ctx, id, runtime.AttachOptions{Stdin: stdinR, Stdout: &stdout, Stderr: &stderr})
 			}()
 			if _, err := io.WriteString(stdinW, word+"\n"); err != nil {
 				t.Fatal(err)
@@ -278,20 +247,20 @@ func TestIntegrationAttach(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("Attach did not return at the end of its input")
 			}
-			if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusRunning {
+			if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
 				t.Fatalf("container after detach: %+v, %v; want running", st, err)
 			}
 		}
 		// An attach with output only lasts until the client goes.
 		short, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- e.rt.Attach(short, id, AttachOptions{Stdout: io.Discard}) }()
+		go func() { done <- e.rt.Attach(short, id, runtime.AttachOptions{Stdout: io.Discard}) }()
 		time.Sleep(200 * time.Millisecond)
 		stop()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Attach after the client went = %v, want context.Canceled", err)
 		}
-		if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusRunning {
+		if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
 			t.Fatalf("container after the client went: %+v, %v; want running", st, err)
 		}
 	})
@@ -303,17 +272,17 @@ func TestIntegrationAttach(t *testing.T) {
 			s.Process.Terminal = true
 		}, "sh")
 		logPath := filepath.Join(e.dir, id+".log")
-		e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, Terminal: true, Stdin: true})
+		e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, Terminal: true, Stdin: true})
 		if err := e.rt.Start(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		var out syncBuffer
+		var out testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		resize := make(chan Size, 1)
+		resize := make(chan runtime.Size, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- e.rt.Attach(ctx, id, AttachOptions{Stdin: stdinR, Stdout: &out, Tty: true, Resize: resize})
+			done <- e.rt.Attach(ctx, id, runtime.AttachOptions{Stdin: stdinR, Stdout: &out, Tty: true, Resize: resize})
 		}()
 		send := func(line string) {
 			if _, err := io.WriteString(stdinW, line+"\n"); err != nil {
@@ -322,27 +291,34 @@ func TestIntegrationAttach(t *testing.T) {
 		}
 		send("echo attached-$((5*5))")
 		waitOutput(t, &out, "attached-25\r\n", nil)
-		resize <- Size{Width: 100, Height: 40}
+		resize <- runtime.Size{Width: 100, Height: 40}
 		waitOutput(t, &out, "40 100\r\n", func() { send("busybox stty size") })
 		send("exit 5")
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Attach: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("Attach did not return when the container exited")
-		}
-		if exit, err := e.rt.Wait(ctx, id); err != nil || exit.Code != 5 {
-			t.Fatalf("Wait = %+v, %v; want exit code 5", exit, err)
-		}
+		awaitAttachEnd(ctx, t, e.rt, done, id, 5, "when the container exited")
 	})
 
 	t.Run("not running", func(t *testing.T) {
 		id := e.newID("attachcreated")
-		e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "true")})
-		if err := e.rt.Attach(ctx, id, AttachOptions{Stdout: io.Discard}); err == nil {
+		e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "true")})
+		if err := e.rt.Attach(ctx, id, runtime.AttachOptions{Stdout: io.Discard}); err == nil {
 			t.Fatal("Attach to a created container succeeded")
 		}
 	})
+}
+
+// awaitAttachEnd waits for the attach whose error done delivers to return
+// (when says when it should), then for container id to exit with code.
+func awaitAttachEnd(ctx context.Context, t *testing.T, r *Runtime, done <-chan error, id string, code int32, when string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Attach: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Attach did not return " + when)
+	}
+	if exit, err := r.Wait(ctx, id); err != nil || exit.Code != code {
+		t.Fatalf("Wait = %+v, %v; want exit code %d", exit, err, code)
+	}
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/testbundle"
 )
 
@@ -34,8 +33,6 @@ const (
 	testCgroupParent = "/podbay-test"
 )
 
-var idCounter atomic.Int64
-
 type testEnv struct {
 	t       *testing.T
 	dir     string
@@ -46,21 +43,12 @@ type testEnv struct {
 	cgroups []string // conmon cgroups to remove at the end
 }
 
-func newTestEnv(t *testing.T) *testEnv {
+// newTestEnv makes the test's environment and a context for its calls
+// that ends after timeout, or with the test.
+func newTestEnv(t *testing.T, timeout time.Duration) (*testEnv, context.Context) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("integration test needs root")
-	}
-	for _, bin := range []string{runcPath, conmonPath, busyboxPath} {
-		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("integration test needs %s", bin)
-		}
-	}
-	dir := t.TempDir()
-	e := &testEnv{t: t, dir: dir, busybox: filepath.Join(dir, "busybox")}
-	if err := copyFile(busyboxPath, e.busybox); err != nil {
-		t.Fatal(err)
-	}
+	dir, busybox := testbundle.Host(t, busyboxPath, runcPath, conmonPath)
+	e := &testEnv{t: t, dir: dir, busybox: busybox}
 	e.cfg = Config{
 		Name:             "runc",
 		RuntimePath:      runcPath,
@@ -73,22 +61,16 @@ func newTestEnv(t *testing.T) *testEnv {
 	}
 	e.rt = e.newRuntime()
 	t.Cleanup(e.cleanup)
-	return e
+	return e, testbundle.Context(t, timeout)
 }
 
 func (e *testEnv) newRuntime() *Runtime {
-	e.t.Helper()
-	r, err := New(e.cfg)
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	e.t.Cleanup(func() { r.Close() })
-	return r
+	return testbundle.Open(e.t, func() (*Runtime, error) { return New(e.cfg) })
 }
 
 // newID returns a container ID unique to this test process.
 func (e *testEnv) newID(name string) string {
-	id := fmt.Sprintf("podbaytest-%d-%d-%s", os.Getpid(), idCounter.Add(1), name)
+	id := testbundle.NewID("podbaytest", name)
 	e.ids = append(e.ids, id)
 	return id
 }
@@ -108,17 +90,10 @@ func (e *testEnv) bundle(id string, mutate func(*specs.Spec), args ...string) st
 	return b
 }
 
-// create creates a container and registers its deletion.
-func (e *testEnv) create(ctx context.Context, r *Runtime, opts CreateOptions) int {
+// create creates a container.
+func (e *testEnv) create(ctx context.Context, r *Runtime, opts runtime.CreateOptions) int {
 	e.t.Helper()
-	pid, err := r.Create(ctx, opts)
-	if err != nil {
-		e.t.Fatalf("Create %s: %v", opts.ID, err)
-	}
-	if pid <= 0 {
-		e.t.Fatalf("Create %s returned pid %d", opts.ID, pid)
-	}
-	return pid
+	return testbundle.Create(ctx, e.t, r, opts)
 }
 
 // cleanup deletes every container the test made and checks that nothing
@@ -126,24 +101,12 @@ func (e *testEnv) create(ctx context.Context, r *Runtime, opts CreateOptions) in
 // cgroup, no runtime state, no exit files, no attach links, no cgroups.
 func (e *testEnv) cleanup() {
 	t := e.t
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := New(e.cfg)
-	if err != nil {
-		t.Errorf("cleanup: New: %v", err)
-		return
-	}
-	defer r.Close()
-	for _, id := range e.ids {
-		if err := r.Delete(ctx, id); err != nil {
-			t.Errorf("cleanup: Delete %s: %v", id, err)
-		}
-	}
+	testbundle.DeleteAll(t, func() (*Runtime, error) { return New(e.cfg) }, e.ids)
 	e.assertNoLeaks(e.ids...)
 	for _, cg := range e.cgroups {
-		removeCgroup(t, cg)
+		testbundle.RemoveCgroup(t, cg)
 	}
-	removeCgroup(t, testCgroupParent)
+	testbundle.RemoveCgroup(t, testCgroupParent)
 }
 
 func (e *testEnv) assertNoLeaks(ids ...string) {
@@ -151,14 +114,7 @@ func (e *testEnv) assertNoLeaks(ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		// conmon may still be on its way out; it is reaped by init.
-		var procs []string
-		waitUntil(context.Background(), 5*time.Second, func() bool {
-			procs = processesOf(id)
-			return len(procs) == 0
-		})
-		if len(procs) > 0 {
-			t.Errorf("processes left for %s: %q", id, procs)
-		}
+		testbundle.CheckNoProcesses(t, id)
 		if _, err := os.Lstat(filepath.Join(e.cfg.ExitDir, id)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("exit file left for %s", id)
 		}
@@ -177,65 +133,8 @@ func (e *testEnv) assertNoLeaks(ids ...string) {
 	}
 }
 
-// processesOf lists the live processes that have id on their command line
-// or in their cgroup path.
-func processesOf(id string) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		cgroup, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
-		if strings.Contains(string(cmdline), id) || strings.Contains(string(cgroup), "/"+id+"\n") {
-			found = append(found, fmt.Sprintf("%d:%s", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
-		}
-	}
-	return found
-}
-
-// removeCgroup removes path from every hierarchy, ignoring ones that are
-// missing or still in use (another test process).
-func removeCgroup(t *testing.T, path string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer f.Close()
-	mounts, err := parseCgroupMounts(f)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for _, m := range mounts {
-		_ = os.Remove(filepath.Join(m.dir, path))
-	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
 func TestIntegrationLifecycle(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, 2*time.Minute)
 	r := e.rt
 
 	id := e.newID("life")
@@ -243,13 +142,13 @@ func TestIntegrationLifecycle(t *testing.T) {
 	e.cgroups = append(e.cgroups, conmonCgroup)
 	logPath := filepath.Join(e.dir, id+".log")
 	bundle := e.bundle(id, nil, "sh", "-c", `echo hello; echo oops >&2; trap "" TERM; sleep 100`)
-	pid := e.create(ctx, r, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, ConmonCgroup: conmonCgroup})
+	pid := e.create(ctx, r, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, MonitorCgroup: conmonCgroup})
 
 	st, err := r.State(ctx, id)
 	if err != nil {
 		t.Fatalf("State: %v", err)
 	}
-	if st.Status != StatusCreated || st.Pid != pid || st.Bundle != bundle || st.MonitorPid <= 0 || st.Created.IsZero() {
+	if st.Status != runtime.StatusCreated || st.Pid != pid || st.Bundle != bundle || st.MonitorPid <= 0 || st.Created.IsZero() {
 		t.Fatalf("State after Create = %+v (pid %d)", st, pid)
 	}
 	monitor := st.MonitorPid
@@ -262,44 +161,13 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Errorf("conmon cgroups:\n%s\nwant memory:%s", cg, conmonCgroup)
 	}
 
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != StatusRunning || st.Pid != pid {
-		t.Fatalf("State after Start = %+v, %v", st, err)
-	}
-	if _, ok, err := r.Exited(id); ok || err != nil {
-		t.Fatalf("Exited while running = %v, %v", ok, err)
-	}
+	testbundle.CheckStart(ctx, t, r, id, pid)
 	if err := r.Start(ctx, id); err == nil {
 		t.Error("second Start succeeded")
 	}
 
 	// The process ignores SIGTERM: Stop must wait out the timeout, then kill.
-	const timeout = 700 * time.Millisecond
-	start := time.Now()
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if d := time.Since(start); d < timeout || d > timeout+5*time.Second {
-		t.Errorf("Stop took %v with a %v timeout", d, timeout)
-	}
-	exit, ok, err := r.Exited(id)
-	if err != nil || !ok || exit.Code != 137 {
-		t.Fatalf("Exited after Stop = (%+v, %v, %v), want code 137", exit, ok, err)
-	}
-	if exit.ExitedAt.Before(start) || exit.ExitedAt.After(time.Now()) {
-		t.Errorf("ExitedAt %v not within the Stop call (started %v)", exit.ExitedAt, start)
-	}
-	if w, err := r.Wait(ctx, id); err != nil || w != exit {
-		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != StatusStopped {
-		t.Errorf("State after Stop = %+v, %v", st, err)
-	}
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Errorf("second Stop: %v", err)
-	}
+	testbundle.CheckStopAfterTimeout(ctx, t, r, id)
 	if err := r.Kill(ctx, id, syscall.SIGTERM, false); err != nil {
 		t.Errorf("Kill of a stopped container: %v", err)
 	}
@@ -314,34 +182,21 @@ func TestIntegrationLifecycle(t *testing.T) {
 		}
 	}
 
-	if err := r.Delete(ctx, id); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("State after Delete = %v, want ErrNotFound", err)
-	}
-	if _, ok, _ := r.Exited(id); ok {
-		t.Error("exit file survived Delete")
-	}
+	testbundle.CheckDelete(ctx, t, r, id)
 	for _, name := range bundleLeftovers {
 		if _, err := os.Lstat(filepath.Join(bundle, name)); err == nil {
 			t.Errorf("%s left in the bundle", name)
 		}
 	}
-	if err := r.Delete(ctx, id); err != nil {
-		t.Errorf("second Delete: %v", err)
-	}
 	e.assertNoLeaks(id)
 }
 
 func TestIntegrationGracefulStop(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("graceful")
 	// PID 1 of a pid namespace only gets signals it handles.
 	bundle := e.bundle(id, nil, "sh", "-c", `trap "exit 7" TERM; sleep 100 & wait`)
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
 	if err := e.rt.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -358,12 +213,10 @@ func TestIntegrationGracefulStop(t *testing.T) {
 }
 
 func TestIntegrationExitCode(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("exit3")
 	bundle := e.bundle(id, nil, "sh", "-c", "sleep 0.2; exit 3")
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
 
 	waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer waitCancel()
@@ -381,7 +234,7 @@ func TestIntegrationExitCode(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusStopped {
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
 		t.Errorf("State = %+v, %v", st, err)
 	}
 	if err := e.rt.Stop(ctx, id, time.Second, 0); err != nil {
@@ -447,7 +300,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTestEnv(t)
+			e, ctx := newTestEnv(t, time.Minute)
 			id := e.newID("fail")
 			r := e.rt
 			if tc.wrapper != "" {
@@ -462,8 +315,6 @@ func TestIntegrationCreateFailure(t *testing.T) {
 				os.Remove(filepath.Join(bundle, "config.json"))
 			}
 			logPath := filepath.Join(e.dir, id+".log")
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
 			createCtx := ctx
 			if tc.timeout > 0 {
 				var c context.CancelFunc
@@ -471,7 +322,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 				defer c()
 			}
 			start := time.Now()
-			_, err := r.Create(createCtx, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
+			_, err := r.Create(createCtx, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
 			if err == nil {
 				t.Fatal("Create succeeded")
 			}
@@ -496,7 +347,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 			if err := os.Rename(filepath.Join(e.dir, "bundles", id+"-retry"), bundle); err != nil {
 				t.Fatal(err)
 			}
-			e.create(ctx, e.newRuntimeWithPath(runcPath), CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
+			e.create(ctx, e.newRuntimeWithPath(runcPath), runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath})
 			if err := e.rt.Delete(ctx, id); err != nil {
 				t.Fatalf("Delete after retry: %v", err)
 			}
@@ -506,13 +357,11 @@ func TestIntegrationCreateFailure(t *testing.T) {
 }
 
 func TestIntegrationLogDirMissing(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("nolog")
 	bundle := e.bundle(id, nil, "sleep", "100")
 	// conmon fails before it detaches; what it printed must reach the caller.
-	_, err := e.rt.Create(ctx, CreateOptions{ID: id, BundleDir: bundle, LogPath: filepath.Join(e.dir, "missing", "0.log")})
+	_, err := e.rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: filepath.Join(e.dir, "missing", "0.log")})
 	if err == nil || !strings.Contains(err.Error(), "Failed to open log file") {
 		t.Fatalf("Create error = %v, want conmon's complaint about the log file", err)
 	}
@@ -520,9 +369,7 @@ func TestIntegrationLogDirMissing(t *testing.T) {
 }
 
 func TestIntegrationTerminal(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("tty")
 	logPath := filepath.Join(e.dir, id+".log")
 	bundle := e.bundle(id, func(s *specs.Spec) {
@@ -533,7 +380,7 @@ func TestIntegrationTerminal(t *testing.T) {
 			Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"},
 		})
 	}, "sh", "-c", "[ -t 1 ] && echo isatty")
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, Terminal: true, Stdin: true})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle, LogPath: logPath, Terminal: true, Stdin: true})
 	if err := e.rt.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -550,11 +397,9 @@ func TestIntegrationTerminal(t *testing.T) {
 // running container: the container keeps running, State reports no
 // monitor, Stop still works, but no exit code is ever recorded.
 func TestIntegrationMonitorKilled(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("orphan")
-	e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "sleep", "100")})
+	e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, nil, "sleep", "100")})
 	if err := e.rt.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -569,13 +414,13 @@ func TestIntegrationMonitorKilled(t *testing.T) {
 		t.Fatal("conmon survived SIGKILL")
 	}
 	after, err := e.rt.State(ctx, id)
-	if err != nil || after.Status != StatusRunning || after.MonitorPid != 0 || after.Pid != st.Pid {
+	if err != nil || after.Status != runtime.StatusRunning || after.MonitorPid != 0 || after.Pid != st.Pid {
 		t.Fatalf("State after conmon died = %+v, %v", after, err)
 	}
 	if err := e.rt.Stop(ctx, id, 0, 0); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusStopped {
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusStopped {
 		t.Errorf("State after Stop = %+v, %v", st, err)
 	}
 	if _, ok, err := e.rt.Exited(id); ok || err != nil {
@@ -591,13 +436,11 @@ func (e *testEnv) newRuntimeWithPath(path string) *Runtime {
 func TestIntegrationOOMScoreAdjRestricted(t *testing.T) {
 	// This host lacks CAP_SYS_RESOURCE; the runtime's complaint must reach
 	// the caller. Elsewhere the create succeeds, which is fine too.
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("oom")
 	adj := -998
 	bundle := e.bundle(id, func(s *specs.Spec) { s.Process.OOMScoreAdj = &adj }, "sleep", "100")
-	_, err := e.rt.Create(ctx, CreateOptions{ID: id, BundleDir: bundle})
+	_, err := e.rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle})
 	if err == nil {
 		t.Log("oom_score_adj -998 allowed on this host")
 		return
@@ -609,17 +452,15 @@ func TestIntegrationOOMScoreAdjRestricted(t *testing.T) {
 }
 
 func TestIntegrationCreateExistingID(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("dup")
 	bundle := e.bundle(id, nil, "sleep", "100")
-	pid := e.create(ctx, e.rt, CreateOptions{ID: id, BundleDir: bundle})
-	if _, err := e.rt.Create(ctx, CreateOptions{ID: id, BundleDir: bundle}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	pid := e.create(ctx, e.rt, runtime.CreateOptions{ID: id, BundleDir: bundle})
+	if _, err := e.rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle}); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("second Create = %v, want ErrAlreadyExists", err)
 	}
 	// The failed second Create must not have rolled back the first.
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != StatusCreated || st.Pid != pid || st.MonitorPid == 0 {
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusCreated || st.Pid != pid || st.MonitorPid == 0 {
 		t.Fatalf("State after duplicate Create = %+v, %v", st, err)
 	}
 	// Stop of a created (never started) container.
@@ -632,9 +473,7 @@ func TestIntegrationCreateExistingID(t *testing.T) {
 }
 
 func TestIntegrationUnknownID(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	id := e.newID("ghost")
 	if _, err := e.rt.State(ctx, id); !errdefs.IsNotFound(err) {
 		t.Errorf("State = %v, want ErrNotFound", err)
@@ -671,9 +510,7 @@ func TestIntegrationUnknownID(t *testing.T) {
 // container exits while no Runtime exists, and a second Runtime on the same
 // directories takes over.
 func TestIntegrationDaemonRestart(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 
 	first, err := New(e.cfg)
 	if err != nil {
@@ -681,8 +518,8 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	}
 	long := e.newID("long")
 	short := e.newID("short")
-	e.create(ctx, first, CreateOptions{ID: long, BundleDir: e.bundle(long, nil, "sh", "-c", `trap "exit 5" TERM; sleep 100 & wait`)})
-	e.create(ctx, first, CreateOptions{ID: short, BundleDir: e.bundle(short, nil, "sh", "-c", "sleep 0.5; exit 4")})
+	e.create(ctx, first, runtime.CreateOptions{ID: long, BundleDir: e.bundle(long, nil, "sh", "-c", `trap "exit 5" TERM; sleep 100 & wait`)})
+	e.create(ctx, first, runtime.CreateOptions{ID: short, BundleDir: e.bundle(short, nil, "sh", "-c", "sleep 0.5; exit 4")})
 	for _, id := range []string{long, short} {
 		if err := first.Start(ctx, id); err != nil {
 			t.Fatalf("Start %s: %v", id, err)
@@ -709,11 +546,11 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	listed := make(map[string]State)
+	listed := make(map[string]runtime.State)
 	for _, st := range list {
 		listed[st.ID] = st
 	}
-	if len(listed) != 2 || listed[long].Status != StatusRunning || listed[long].MonitorPid != before.MonitorPid || listed[short].Status != StatusStopped {
+	if len(listed) != 2 || listed[long].Status != runtime.StatusRunning || listed[long].MonitorPid != before.MonitorPid || listed[short].Status != runtime.StatusStopped {
 		t.Errorf("List after restart = %+v", list)
 	}
 	exit, ok, err := second.Exited(short)
@@ -724,10 +561,10 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 		t.Fatalf("Wait after restart = (%+v, %v)", w, err)
 	}
 	st, err := second.State(ctx, long)
-	if err != nil || st.Status != StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid || st.MonitorPid == 0 {
+	if err != nil || st.Status != runtime.StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid || st.MonitorPid == 0 {
 		t.Fatalf("State after restart = %+v, %v; before %+v", st, err, before)
 	}
-	waited := make(chan ExitStatus, 1)
+	waited := make(chan runtime.ExitStatus, 1)
 	go func() {
 		w, _ := second.Wait(ctx, long)
 		waited <- w

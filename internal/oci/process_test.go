@@ -3,7 +3,6 @@ package oci
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -54,31 +53,6 @@ func TestWaitUntil(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %v", d)
 	}
-}
-
-func TestProcessExited(t *testing.T) {
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep: %v", err)
-	}
-	p, err := openProcess(cmd.Process.Pid)
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Skipf("pidfd_open: %v", err)
-	}
-	defer p.close()
-	if p.exited() {
-		t.Fatal("running process reported exited")
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	// Not reaped yet: a zombie counts as exited.
-	if !waitUntil(context.Background(), 5*time.Second, p.exited) {
-		t.Fatal("killed process not reported exited")
-	}
-	cmd.Wait()
 }
 
 func TestMonitorPIDOfSelfIsNotConmon(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // reopenTimeout bounds the wait for conmon to reopen the log file.
@@ -44,14 +45,14 @@ const (
 // it cannot create the file, which would leave the container without a
 // monitor.
 func (r *Runtime) ReopenLog(ctx context.Context, id string) error {
-	if err := validateID(id); err != nil {
+	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
 	st, err := r.State(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reopen log of container %s: %w", id, err)
 	}
-	if st.Status == StatusStopped || st.Status == StatusUnknown {
+	if st.Status == runtime.StatusStopped || st.Status == runtime.StatusUnknown {
 		return fmt.Errorf("reopen log of container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
 	}
 	monitor := st.MonitorPid

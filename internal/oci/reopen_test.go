@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 func TestConmonLogPath(t *testing.T) {
@@ -32,7 +34,7 @@ func TestConmonLogPath(t *testing.T) {
 	}
 	// What Create gives conmon comes back.
 	for _, logPath := range []string{"", "/var/log/pods/ns_pod_uid/c/0.log"} {
-		args := conmonArgs(Config{ConmonLogLevel: "warning"}, CreateOptions{ID: "c1", BundleDir: "/b", LogPath: logPath})
+		args := conmonArgs(Config{ConmonLogLevel: "warning"}, runtime.CreateOptions{ID: "c1", BundleDir: "/b", LogPath: logPath})
 		if got := conmonLogPath(cmdline(append([]string{"/usr/bin/conmon"}, args...)...)); got != logPath {
 			t.Errorf("conmonLogPath of conmonArgs with %q = %q", logPath, got)
 		}

@@ -1,6 +1,6 @@
-// Package oci drives one OCI runtime binary (runc, crun, or a wrapper with
-// their command line) with conmon as the per-container monitor, the way
-// CRI-O does.
+// Package oci is the runtime.Runtime that drives one OCI runtime binary
+// (runc, crun, or a wrapper with their command line) with conmon as the
+// per-container monitor, the way CRI-O does.
 //
 // The package keeps no per-container state in memory. Everything it needs
 // is on disk, so a new Runtime on the same directories (after the daemon was
@@ -13,7 +13,8 @@
 //	<bundle>/conmon.pid      conmon's pid
 //	<bundle>/pidfile         the container init's pid (runtime --pid-file)
 //	<bundle>/exit            a copy of the exit code (conmon --persist-dir)
-//	<bundle>/oom             created by conmon when the container's memory cgroup reports an OOM kill
+//	<bundle>/oom             created by conmon when the container's memory cgroup reports an OOM
+//	                         kill; Exited reports it as ExitStatus.OOMKilled
 //	<bundle>/attach, ctl, winsz  conmon's attach socket (Attach) and control fifos
 //	                         (ReopenLog and Attach's resizes write to ctl)
 //	<bundle>/.exec-*/        one per ExecSync or Exec under way: the process spec,
@@ -36,12 +37,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // Defaults for the zero values of the corresponding Config fields.
@@ -92,6 +93,8 @@ type Config struct {
 	// case an inotify event was missed. 0 means DefaultExitPollInterval.
 	ExitPollInterval time.Duration
 }
+
+var _ runtime.Runtime = (*Runtime)(nil)
 
 // Runtime drives one runtime handler. It is safe for concurrent use, but
 // calls for the same container ID must be serialized by the caller (the
@@ -183,17 +186,6 @@ func checkExecutable(path string) error {
 	return nil
 }
 
-// idPattern is runc's rule for container IDs. It also keeps IDs safe to
-// use as file names in ExitDir and SocketDir.
-var idPattern = regexp.MustCompile(`^[\w+\-.]+$`)
-
-func validateID(id string) error {
-	if id == "." || id == ".." || !idPattern.MatchString(id) {
-		return fmt.Errorf("invalid container ID %q: %w", id, errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
 // runtimeError is a runtime call that exited with an error.
 type runtimeError struct {
 	op      string // "state", "kill", …
@@ -227,7 +219,7 @@ func (r *Runtime) runtimeCmdInput(ctx context.Context, stdin []byte, op string, 
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
-	stdout, stderr := NewCappedBuffer(1<<20), NewCappedBuffer(64<<10)
+	stdout, stderr := runtime.NewCappedBuffer(1<<20), runtime.NewCappedBuffer(64<<10)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A signal to the daemon's process group (Ctrl-C on a terminal) must
 	// not interrupt a runtime half way through a state change.

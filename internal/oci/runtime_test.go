@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -78,19 +79,19 @@ func TestRuntimeState(t *testing.T) {
 	created := time.Date(2026, 11, 22, 8, 35, 26, 852949299, time.UTC)
 	for _, tc := range []struct {
 		in   string
-		want State
+		want runtime.State
 	}{
 		{
 			in:   `{"ociVersion":"1.0.2-dev","id":"c4","pid":13071,"status":"created","bundle":"/tmp/b","rootfs":"/tmp/b/rootfs","created":"2026-11-22T08:35:26.852949299Z","owner":""}`,
-			want: State{ID: "c4", Status: StatusCreated, Pid: 13071, Bundle: "/tmp/b", Created: created},
+			want: runtime.State{ID: "c4", Status: runtime.StatusCreated, Pid: 13071, Bundle: "/tmp/b", Created: created},
 		},
 		{
 			in:   `{"id":"c4","pid":0,"status":"stopped","bundle":"/tmp/b","created":"2026-11-22T08:35:26.852949299Z"}`,
-			want: State{ID: "c4", Status: StatusStopped, Bundle: "/tmp/b", Created: created},
+			want: runtime.State{ID: "c4", Status: runtime.StatusStopped, Bundle: "/tmp/b", Created: created},
 		},
-		{in: `{"pid":5,"status":"running"}`, want: State{Status: StatusRunning, Pid: 5}},
-		{in: `{"pid":5,"status":"paused"}`, want: State{Status: StatusPaused, Pid: 5}},
-		{in: `{"pid":5,"status":"creating"}`, want: State{Status: StatusUnknown, Pid: 5}},
+		{in: `{"pid":5,"status":"running"}`, want: runtime.State{Status: runtime.StatusRunning, Pid: 5}},
+		{in: `{"pid":5,"status":"paused"}`, want: runtime.State{Status: runtime.StatusPaused, Pid: 5}},
+		{in: `{"pid":5,"status":"creating"}`, want: runtime.State{Status: runtime.StatusUnknown, Pid: 5}},
 	} {
 		var rs runtimeState
 		if err := json.Unmarshal([]byte(tc.in), &rs); err != nil {
@@ -138,10 +139,10 @@ exit 1
 	if errdefs.IsNotFound(err) {
 		t.Errorf("Start error %v classified as not found", err)
 	}
-	if _, err := r.Create(ctx, CreateOptions{ID: "c/1", BundleDir: "/b"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := r.Create(ctx, runtime.CreateOptions{ID: "c/1", BundleDir: "/b"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("Create with a bad ID = %v, want ErrInvalidArgument", err)
 	}
-	if _, err := r.Create(ctx, CreateOptions{ID: "c1", BundleDir: "b"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := r.Create(ctx, runtime.CreateOptions{ID: "c1", BundleDir: "b"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("Create with a relative bundle = %v, want ErrInvalidArgument", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // killWait bounds the wait for a container to die after SIGKILL; longer
@@ -26,7 +27,7 @@ const killWait = 10 * time.Second
 // errors. When it returns nil and the container has a running conmon, the
 // exit file has been written (Exited reports it), unless ctx ended first.
 func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error {
-	if err := validateID(id); err != nil {
+	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
 	if sig == 0 {
@@ -39,12 +40,12 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 	if err != nil {
 		return fmt.Errorf("stop container %s: %w", id, err)
 	}
-	if st.Status == StatusStopped || st.Pid <= 0 {
+	if st.Status == runtime.StatusStopped || st.Pid <= 0 {
 		r.awaitExitFile(ctx, id, st.MonitorPid)
 		return nil
 	}
 
-	proc, err := openProcess(st.Pid)
+	proc, err := runtime.OpenProcess(st.Pid)
 	if errors.Is(err, unix.ESRCH) {
 		r.awaitExitFile(ctx, id, st.MonitorPid)
 		return nil
@@ -52,20 +53,20 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 	if err != nil {
 		return fmt.Errorf("stop container %s: %w", id, err)
 	}
-	defer proc.close()
+	defer proc.Close()
 	// The pid may have been recycled between the state call and
 	// pidfd_open: the handle is good only if the runtime still reports it.
 	if again, err := r.State(ctx, id); errdefs.IsNotFound(err) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("stop container %s: %w", id, err)
-	} else if again.Status == StatusStopped || again.Pid != st.Pid {
+	} else if again.Status == runtime.StatusStopped || again.Pid != st.Pid {
 		r.awaitExitFile(ctx, id, st.MonitorPid)
 		return nil
 	}
 
 	exited := func() bool {
-		if proc.exited() {
+		if proc.Exited() {
 			return true
 		}
 		_, ok, _ := r.Exited(id)

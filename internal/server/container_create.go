@@ -15,7 +15,7 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -192,14 +192,14 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	defer rb.onError(ctx, &retErr, "delete runtime container", func(ctx context.Context) error {
 		return rt.Delete(ctx, id)
 	})
-	pid, err := rt.Create(ctx, oci.CreateOptions{
-		ID:           id,
-		BundleDir:    bundle,
-		LogPath:      rec.LogPath,
-		Terminal:     cfg.GetTty(),
-		Stdin:        cfg.GetStdin(),
-		StdinOnce:    cfg.GetStdinOnce(),
-		ConmonCgroup: s.conmonCgroup(),
+	pid, err := rt.Create(ctx, runtime.CreateOptions{
+		ID:            id,
+		BundleDir:     bundle,
+		LogPath:       rec.LogPath,
+		Terminal:      cfg.GetTty(),
+		Stdin:         cfg.GetStdin(),
+		StdinOnce:     cfg.GetStdinOnce(),
+		MonitorCgroup: s.conmonCgroup(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // ExecSync runs a command in a running container and returns its output
@@ -37,7 +37,7 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := rt.ExecSync(ctx, c.ID, oci.ExecOptions{
+	res, err := rt.ExecSync(ctx, c.ID, runtime.ExecOptions{
 		Args:    req.GetCmd(),
 		Timeout: time.Duration(req.GetTimeout()) * time.Second,
 	})

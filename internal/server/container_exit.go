@@ -2,16 +2,15 @@ package server
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // watchContainerExit records a running container's exit (code, time,
 // reason) as soon as conmon reports it.
-func (s *Server) watchContainerExit(c *container.Container, rt Runtime) {
+func (s *Server) watchContainerExit(c *container.Container, rt runtime.Runtime) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -28,14 +27,14 @@ func (s *Server) watchContainerExit(c *container.Container, rt Runtime) {
 }
 
 // recordExit moves a container to exited with conmon's exit status, once.
-func (s *Server) recordExit(ctx context.Context, c *container.Container, st oci.ExitStatus) {
+func (s *Server) recordExit(ctx context.Context, c *container.Container, st runtime.ExitStatus) {
 	rec := c.Record()
 	if rec.State == container.StateExited {
 		return
 	}
 	reason := container.ReasonCompleted
 	switch {
-	case oci.OOMKilled(filepath.Join(rec.Dir, "bundle")) || s.oomKilled(rec.CgroupPath):
+	case st.OOMKilled || s.oomKilled(rec.CgroupPath):
 		reason = container.ReasonOOMKilled
 	case st.Code != 0:
 		reason = container.ReasonError

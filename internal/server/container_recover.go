@@ -8,7 +8,7 @@ import (
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // recoverContainerLocked brings a container reloaded after a restart up to
@@ -57,13 +57,13 @@ func (s *Server) reconcileContainer(ctx context.Context, c *container.Container)
 	case err != nil:
 		// The runtime does not know it (a reboot): it is gone, exit unknown.
 		c.Update(func(r *container.Record) { r.Message = "container not found after restart" })
-		s.recordExit(ctx, c, oci.ExitStatus{Code: 255, ExitedAt: time.Now()})
-	case st.Status == oci.StatusRunning:
+		s.recordExit(ctx, c, runtime.ExitStatus{Code: 255, ExitedAt: time.Now()})
+	case st.Status == runtime.StatusRunning:
 		if rec.State == container.StateRunning {
 			s.watchContainerExit(c, rt)
 		}
-	case st.Status == oci.StatusStopped && rec.State == container.StateRunning:
-		s.recordExit(ctx, c, oci.ExitStatus{Code: 255, ExitedAt: time.Now()})
+	case st.Status == runtime.StatusStopped && rec.State == container.StateRunning:
+		s.recordExit(ctx, c, runtime.ExitStatus{Code: 255, ExitedAt: time.Now()})
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // RemoveContainer removes a container, force-stopping it if it runs.
@@ -66,4 +66,6 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 	return nil
 }
 
-func exitNow(code int32) oci.ExitStatus { return oci.ExitStatus{Code: code, ExitedAt: time.Now()} }
+func exitNow(code int32) runtime.ExitStatus {
+	return runtime.ExitStatus{Code: code, ExitedAt: time.Now()}
+}

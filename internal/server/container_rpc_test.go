@@ -15,7 +15,7 @@ import (
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/image"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/store"
 )
 
@@ -521,7 +521,7 @@ func TestExecSync(t *testing.T) {
 		t.Errorf("ExecSync: %v, %v", resp, err)
 	}
 	e.rt.mu.Lock()
-	e.rt.execResult = &oci.ExecResult{Stdout: []byte("partial"), ExitCode: -1, TimedOut: true}
+	e.rt.execResult = &runtime.ExecResult{Stdout: []byte("partial"), ExitCode: -1, TimedOut: true}
 	e.rt.mu.Unlock()
 	resp, err = execSync(&runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"sleep", "9"}, Timeout: 2})
 	if err != nil || resp.ExitCode != -1 || string(resp.Stderr) != "command timed out after 2s\n" {
@@ -715,7 +715,7 @@ func TestStreamingRPCsWithoutStreamingServer(t *testing.T) {
 	id := e.mustCreate(t, pod, containerConfig("c"))
 	e.startFakeContainer(t, id)
 	e.srv.Shutdown(context.Background())
-	srv, err := New(Options{Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns, Runtimes: map[string]Runtime{"runc": e.rt}, Images: e.img})
+	srv, err := New(Options{Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns, Runtimes: map[string]runtime.Runtime{"runc": e.rt}, Images: e.img})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -23,13 +24,6 @@ import (
 type CgroupReader interface {
 	Stats(path string) (*cgroups.Stats, error)
 	OOMKilled(path string) (bool, error)
-}
-
-// TaskStatsRuntime is a runtime that reports a container's statistics
-// itself: a VM runtime, whose containers' cgroups are inside the VM, where
-// the host cannot read them.
-type TaskStatsRuntime interface {
-	TaskStats(ctx context.Context, id string) (*cgroups.Stats, error)
 }
 
 // statsCache keeps each cgroup's (or runtime task's) previous sample, for
@@ -108,7 +102,7 @@ func memoryUsage(st *cgroups.Stats) *runtimeapi.MemoryUsage {
 // runtime when it reports them (VM runtimes), else from its host cgroup.
 func (s *Server) containerSample(ctx context.Context, rec container.Record) (*cgroups.Stats, uint64, error) {
 	if rt, err := s.runtimeForContainer(rec); err == nil {
-		if tr, ok := rt.(TaskStatsRuntime); ok {
+		if tr, ok := rt.(runtime.TaskStatsRuntime); ok {
 			return s.rate("task:"+rec.ID, func() (*cgroups.Stats, error) { return tr.TaskStats(ctx, rec.ID) })
 		}
 	}

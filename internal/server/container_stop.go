@@ -11,6 +11,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/signal"
 )
 
@@ -64,7 +65,7 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	return nil
 }
 
-func (s *Server) runtimeForContainer(rec container.Record) (Runtime, error) {
+func (s *Server) runtimeForContainer(rec container.Record) (runtime.Runtime, error) {
 	sb, err := s.index.Get(rec.SandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("container's pod: %w", err)

@@ -18,7 +18,7 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/network"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // fakeNetwork records the CNI calls the server makes.
@@ -88,7 +88,7 @@ func (f *fakeNetwork) holding() int {
 // id"); each verb can be made to fail (failOn) or Start to block.
 type fakeRuntime struct {
 	mu         sync.Mutex
-	containers map[string]oci.Status
+	containers map[string]runtime.Status
 	fail       map[string]error
 	calls      []string
 	startDelay time.Duration
@@ -97,13 +97,13 @@ type fakeRuntime struct {
 	// runtime that is slow to answer while the daemon recovers.
 	stateGate chan struct{}
 	// execResult, when set, is what ExecSync answers.
-	execResult *oci.ExecResult
+	execResult *runtime.ExecResult
 	updates    map[string]*specs.LinuxResources // by ID
 }
 
 func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{
-		containers: map[string]oci.Status{}, fail: map[string]error{},
+		containers: map[string]runtime.Status{}, fail: map[string]error{},
 		exits: map[string]chan struct{}{}, updates: map[string]*specs.LinuxResources{},
 	}
 }
@@ -137,13 +137,13 @@ func (f *fakeRuntime) called(verb, id string) int {
 	return n
 }
 
-func (f *fakeRuntime) Create(ctx context.Context, opts oci.CreateOptions) (int, error) {
+func (f *fakeRuntime) Create(ctx context.Context, opts runtime.CreateOptions) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.containers[opts.ID]; ok {
 		return 0, fmt.Errorf("container %s: %w", opts.ID, errdefs.ErrAlreadyExists)
 	}
-	f.containers[opts.ID] = oci.StatusCreated
+	f.containers[opts.ID] = runtime.StatusCreated
 	f.exits[opts.ID] = make(chan struct{})
 	if err := f.enter("create", opts.ID); err != nil {
 		return 0, err // after making state, as a half-failed create does
@@ -160,7 +160,7 @@ func (f *fakeRuntime) Start(ctx context.Context, id string) error {
 	if err := f.enter("start", id); err != nil {
 		return err
 	}
-	f.containers[id] = oci.StatusRunning
+	f.containers[id] = runtime.StatusRunning
 	return nil
 }
 
@@ -170,8 +170,8 @@ func (f *fakeRuntime) Stop(ctx context.Context, id string, timeout time.Duration
 	if err := f.enter("stop", id); err != nil {
 		return err
 	}
-	if _, ok := f.containers[id]; ok && f.containers[id] != oci.StatusStopped {
-		f.containers[id] = oci.StatusStopped
+	if _, ok := f.containers[id]; ok && f.containers[id] != runtime.StatusStopped {
+		f.containers[id] = runtime.StatusStopped
 		close(f.exits[id])
 	}
 	return nil
@@ -187,7 +187,7 @@ func (f *fakeRuntime) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeRuntime) State(ctx context.Context, id string) (oci.State, error) {
+func (f *fakeRuntime) State(ctx context.Context, id string) (runtime.State, error) {
 	f.mu.Lock()
 	gate := f.stateGate
 	f.mu.Unlock()
@@ -198,23 +198,23 @@ func (f *fakeRuntime) State(ctx context.Context, id string) (oci.State, error) {
 	defer f.mu.Unlock()
 	st, ok := f.containers[id]
 	if !ok {
-		return oci.State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
+		return runtime.State{}, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
 	}
-	return oci.State{Status: st, Pid: 4242}, nil
+	return runtime.State{Status: st, Pid: 4242}, nil
 }
 
-func (f *fakeRuntime) Wait(ctx context.Context, id string) (oci.ExitStatus, error) {
+func (f *fakeRuntime) Wait(ctx context.Context, id string) (runtime.ExitStatus, error) {
 	f.mu.Lock()
 	ch, ok := f.exits[id]
 	f.mu.Unlock()
 	if !ok {
-		return oci.ExitStatus{}, errors.New("no such container")
+		return runtime.ExitStatus{}, errors.New("no such container")
 	}
 	select {
 	case <-ch:
-		return oci.ExitStatus{Code: 137, ExitedAt: time.Now()}, nil
+		return runtime.ExitStatus{Code: 137, ExitedAt: time.Now()}, nil
 	case <-ctx.Done():
-		return oci.ExitStatus{}, ctx.Err()
+		return runtime.ExitStatus{}, ctx.Err()
 	}
 }
 
@@ -228,16 +228,16 @@ func (f *fakeRuntime) count() int {
 func (f *fakeRuntime) exit(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.containers[id] != oci.StatusStopped {
-		f.containers[id] = oci.StatusStopped
+	if f.containers[id] != runtime.StatusStopped {
+		f.containers[id] = runtime.StatusStopped
 		close(f.exits[id])
 	}
 }
 
-func (f *fakeRuntime) Exited(id string) (oci.ExitStatus, bool, error) {
+func (f *fakeRuntime) Exited(id string) (runtime.ExitStatus, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return oci.ExitStatus{Code: 137, ExitedAt: time.Now()}, f.containers[id] == oci.StatusStopped, nil
+	return runtime.ExitStatus{Code: 137, ExitedAt: time.Now()}, f.containers[id] == runtime.StatusStopped, nil
 }
 
 // fakeImages is an offline image store: pulls fail but of the images in
@@ -383,21 +383,21 @@ func (f *fakeImages) RootfsUsage(ctx context.Context, id string) (image.FsUsage,
 	return image.FsUsage{UsedBytes: 4096, InodesUsed: 1}, nil
 }
 
-func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error) {
+func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("execsync", id); err != nil {
-		return oci.ExecResult{}, err
+		return runtime.ExecResult{}, err
 	}
 	if f.execResult != nil {
 		return *f.execResult, nil
 	}
-	return oci.ExecResult{Stdout: []byte("ok\n")}, nil
+	return runtime.ExecResult{Stdout: []byte("ok\n")}, nil
 }
 
 // Exec prints its command line and exits with 3 when the command is
 // "fail".
-func (f *fakeRuntime) Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error) {
+func (f *fakeRuntime) Exec(ctx context.Context, id string, opts runtime.ExecStreamOptions) (int32, error) {
 	f.mu.Lock()
 	err := f.enter("exec", id)
 	f.mu.Unlock()
@@ -414,7 +414,7 @@ func (f *fakeRuntime) Exec(ctx context.Context, id string, opts oci.ExecStreamOp
 }
 
 // Attach prints the container's stdio settings.
-func (f *fakeRuntime) Attach(ctx context.Context, id string, opts oci.AttachOptions) error {
+func (f *fakeRuntime) Attach(ctx context.Context, id string, opts runtime.AttachOptions) error {
 	f.mu.Lock()
 	err := f.enter("attach", id)
 	f.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/store"
@@ -48,7 +49,7 @@ func fuzzServer(f *testing.F) *Server {
 	minScore := -500
 	srv, err := New(Options{
 		Config: cfg, DB: db, Network: newFakeNetwork(), NetNS: newFakeNetNS(),
-		Runtimes:       map[string]Runtime{"runc": newFakeRuntime()},
+		Runtimes:       map[string]runtime.Runtime{"runc": newFakeRuntime()},
 		Unavailable:    map[string]error{"kata": errors.New("shim not found")},
 		Images:         newFakeImages(filepath.Join(dir, "rootfs")),
 		Host:           specgen.Host{Capabilities: []string{"CAP_CHOWN", "CAP_KILL", "CAP_SYS_ADMIN"}, MinOOMScoreAdj: &minScore},

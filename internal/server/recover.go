@@ -12,7 +12,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/netns"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/store"
 )
@@ -202,7 +202,7 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 		return
 	}
 	st, err := rt.State(ctx, rec.ID)
-	if err != nil || st.Status != oci.StatusRunning {
+	if err != nil || st.Status != runtime.StatusRunning {
 		why := fmt.Sprintf("sandbox container is %s", st.Status)
 		if err != nil {
 			why = err.Error()

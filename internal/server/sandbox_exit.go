@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
 // watchExit marks a ready sandbox NOTREADY when its pause process exits, so
 // the kubelet sees a dead pod and recreates it.
-func (s *Server) watchExit(sb *sandbox.Sandbox, rt Runtime) {
+func (s *Server) watchExit(sb *sandbox.Sandbox, rt runtime.Runtime) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()

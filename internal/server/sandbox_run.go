@@ -21,7 +21,7 @@ import (
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -71,7 +71,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // runPodSandbox does RunPodSandbox's work. Every step registers its undo
 // right after it acquires a resource (or before, where the acquire can
 // half-succeed); a failure undoes exactly the steps done, in reverse.
-func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
+func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start("run")
 	var rb rollback
 	id, err := newID()
@@ -229,7 +229,7 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
-func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
+func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
 	rec := sb.Record()
 	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
 	if err != nil {
@@ -244,7 +244,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	if _, err := s.advance(sb, (*sandbox.Record).BeginContainerCreate); err != nil {
 		return err
 	}
-	pid, err := rt.Create(ctx, oci.CreateOptions{ID: rec.ID, BundleDir: bundle, ConmonCgroup: s.conmonCgroup()})
+	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: rec.ID, BundleDir: bundle, MonitorCgroup: s.conmonCgroup()})
 	if err != nil {
 		return fmt.Errorf("create sandbox container: %w", err)
 	}

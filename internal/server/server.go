@@ -12,10 +12,8 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -27,7 +25,7 @@ import (
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/store"
@@ -70,23 +68,6 @@ type NetNS interface {
 	Dial(ctx context.Context, path, address string) (net.Conn, error)
 }
 
-// Runtime is one OCI runtime handler as the server uses it; internal/oci
-// implements it.
-type Runtime interface {
-	Create(ctx context.Context, opts oci.CreateOptions) (int, error)
-	Start(ctx context.Context, id string) error
-	Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error
-	Delete(ctx context.Context, id string) error
-	State(ctx context.Context, id string) (oci.State, error)
-	Exited(id string) (oci.ExitStatus, bool, error)
-	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
-	ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error)
-	Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error)
-	Attach(ctx context.Context, id string, opts oci.AttachOptions) error
-	Update(ctx context.Context, id string, r *specs.LinuxResources) error
-	ReopenLog(ctx context.Context, id string) error
-}
-
 // Options are the server's dependencies and settings.
 type Options struct {
 	Config  *config.Config
@@ -97,7 +78,7 @@ type Options struct {
 	NetNS NetNS
 	// Runtimes are the usable handlers by name. Unavailable names the
 	// configured handlers that could not be set up, with the reason.
-	Runtimes    map[string]Runtime
+	Runtimes    map[string]runtime.Runtime
 	Unavailable map[string]error
 	Metrics     *metrics.Metrics
 	Failpoints  *failpoint.Set
@@ -126,7 +107,7 @@ type Server struct {
 	db          *store.DB
 	network     NetworkManager
 	netns       NetNS
-	runtimes    map[string]Runtime
+	runtimes    map[string]runtime.Runtime
 	unavailable map[string]error
 	metrics     *metrics.Metrics
 	failpoints  *failpoint.Set
@@ -309,7 +290,7 @@ func (rb *rollback) onError(ctx context.Context, errp *error, step string, undo 
 // monitors with it.
 func (s *Server) conmonCgroup() string { return path.Join(s.cfg.DefaultCgroupParent, "conmon") }
 
-func (s *Server) runtimeFor(handler string) (Runtime, error) {
+func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
 	if rt, ok := s.runtimes[handler]; ok {
 		return rt, nil
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/failpoint"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/store"
 )
@@ -87,7 +88,7 @@ func (e *testEnv) startServer(t *testing.T, fps *failpoint.Set) *Server {
 	}
 	srv, err := New(Options{
 		Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns,
-		Runtimes:       map[string]Runtime{"runc": e.rt},
+		Runtimes:       map[string]runtime.Runtime{"runc": e.rt},
 		Cgroups:        e.cg,
 		Failpoints:     fps,
 		Images:         e.img,

@@ -15,7 +15,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/streaming"
 )
@@ -43,7 +43,7 @@ func (r streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 	if err != nil {
 		return err
 	}
-	opts := oci.ExecStreamOptions{
+	opts := runtime.ExecStreamOptions{
 		Args: cmd, Tty: tty, Resize: terminalSizes(ctx, resize),
 		Stdin: stdin, Stdout: writerOrNil(stdout), Stderr: writerOrNil(stderr),
 	}
@@ -76,7 +76,7 @@ func (r streamRuntime) Attach(ctx context.Context, containerID string, stdin io.
 	if err := protojson.Unmarshal(rec.Config, &cfg); err != nil {
 		return fmt.Errorf("container %s: decode its configuration: %w", c.ID, err)
 	}
-	opts := oci.AttachOptions{
+	opts := runtime.AttachOptions{
 		Tty: cfg.GetTty(), StdinOnce: cfg.GetStdinOnce(), Resize: terminalSizes(ctx, resize),
 		Stdout: writerOrNil(stdout), Stderr: writerOrNil(stderr),
 	}
@@ -149,11 +149,11 @@ func writerOrNil(w io.WriteCloser) io.Writer {
 // terminalSizes passes the client's terminal sizes on to the runtime
 // until ctx ends or the client stops sending them. The kubelet's server
 // closes its channel when the client's resize stream ends.
-func terminalSizes(ctx context.Context, in <-chan remotecommand.TerminalSize) <-chan oci.Size {
+func terminalSizes(ctx context.Context, in <-chan remotecommand.TerminalSize) <-chan runtime.Size {
 	if in == nil {
 		return nil
 	}
-	out := make(chan oci.Size)
+	out := make(chan runtime.Size)
 	go func() {
 		defer close(out)
 		for {
@@ -163,7 +163,7 @@ func terminalSizes(ctx context.Context, in <-chan remotecommand.TerminalSize) <-
 					return
 				}
 				select {
-				case out <- oci.Size{Width: size.Width, Height: size.Height}:
+				case out <- runtime.Size{Width: size.Width, Height: size.Height}:
 				case <-ctx.Done():
 					return
 				}

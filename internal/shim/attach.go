@@ -10,11 +10,11 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // Attach connects the streams in opts to container id, which must be
-// running, with the semantics of oci.Runtime.Attach: Stdout and Stderr
+// running, with the semantics of runtime.Runtime.Attach: Stdout and Stderr
 // get what the container writes from now on (everything is stdout with a
 // terminal); Stdin goes to the container's stdin when it was created with
 // one (and is read and dropped otherwise); Resize resizes its terminal.
@@ -27,7 +27,7 @@ import (
 //
 // An unknown ID gives an error wrapping errdefs.ErrNotFound; a container
 // that is not running errdefs.ErrFailedPrecondition.
-func (r *Runtime) Attach(ctx context.Context, id string, opts oci.AttachOptions) error {
+func (r *Runtime) Attach(ctx context.Context, id string, opts runtime.AttachOptions) error {
 	c, err := r.lookup(id)
 	if err != nil {
 		return fmt.Errorf("attach to container: %w", err)
@@ -72,19 +72,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, opts oci.AttachOptions)
 		}()
 	}
 	if opts.Tty && opts.Resize != nil {
-		go func() {
-			for {
-				select {
-				case size, ok := <-opts.Resize:
-					if !ok {
-						return
-					}
-					r.resize(ctx, c, size)
-				case <-stop:
-					return
-				}
-			}
-		}()
+		go runtime.ApplyResizes(opts.Resize, stop, func(size runtime.Size) { r.resize(ctx, c, size) })
 	}
 
 	select {
@@ -125,7 +113,7 @@ func (r *Runtime) closeStdin(ctx context.Context, c *container) {
 
 // resize sets the size of the container's terminal; best effort, as a
 // terminal's resize is.
-func (r *Runtime) resize(ctx context.Context, c *container, size oci.Size) {
+func (r *Runtime) resize(ctx context.Context, c *container, size runtime.Size) {
 	tasks, err := c.pod.task(ctx)
 	if err != nil {
 		return

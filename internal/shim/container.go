@@ -3,9 +3,10 @@ package shim
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // container is one task of a pod's shim.
@@ -24,16 +25,18 @@ type container struct {
 	// dir and the output copied.
 	exited   chan struct{}
 	exitOnce sync.Once
-	exit     oci.ExitStatus
+	exit     runtime.ExitStatus
 	// watching is closed when the exit watcher has returned.
 	watching chan struct{}
 	// exitEvent is closed when the shim's TaskExit event for the init
 	// process arrives.
 	exitEvent     chan struct{}
 	exitEventOnce sync.Once
+	// oomKilled is set by the shim's TaskOOM event.
+	oomKilled atomic.Bool
 
 	deadMu   sync.Mutex
-	deadExit *oci.ExitStatus // guarded by deadMu: set once the dead shim's task is deleted
+	deadExit *runtime.ExitStatus // guarded by deadMu: set once the dead shim's task is deleted
 }
 
 func newContainer(rec containerRecord, dir string, p *pod, cio *containerIO) *container {
@@ -51,20 +54,30 @@ func newContainer(rec containerRecord, dir string, p *pod, cio *containerIO) *co
 }
 
 // exitStatus returns the exit status once known.
-func (c *container) exitStatus() (oci.ExitStatus, bool) {
+func (c *container) exitStatus() (runtime.ExitStatus, bool) {
 	select {
 	case <-c.exited:
 		return c.exit, true
 	default:
-		return oci.ExitStatus{}, false
+		return runtime.ExitStatus{}, false
 	}
 }
 
-func (c *container) setExit(st oci.ExitStatus) {
+// setExit records st, with the OOM kill the shim reported (see withOOM),
+// and wakes the waiters, once.
+func (c *container) setExit(st runtime.ExitStatus) {
 	c.exitOnce.Do(func() {
-		c.exit = st
+		c.exit = c.withOOM(st)
 		close(c.exited)
 	})
+}
+
+// withOOM returns st with OOMKilled set when the shim reported an OOM
+// kill of the container: by a TaskOOM event to this Runtime, or to an
+// earlier one, which left the OOM marker in the bundle.
+func (c *container) withOOM(st runtime.ExitStatus) runtime.ExitStatus {
+	st.OOMKilled = st.OOMKilled || c.oomKilled.Load() || runtime.OOMMarked(c.rec.Bundle)
+	return st
 }
 
 // waitExit waits up to d (d < 0: no limit) for the exit to be known, or

@@ -11,7 +11,7 @@ import (
 
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // Start starts the init process of a created container. An unknown ID
@@ -47,12 +47,12 @@ func (r *Runtime) liveTasks(ctx context.Context, c *container) (taskapi.TaskServ
 // State asks the shim about container id. MonitorPid is the shim's pid.
 // A container whose shim is gone is reported stopped, with no monitor. An
 // unknown ID gives an error wrapping errdefs.ErrNotFound.
-func (r *Runtime) State(ctx context.Context, id string) (oci.State, error) {
+func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	c, err := r.lookup(id)
 	if err != nil {
-		return oci.State{}, err
+		return runtime.State{}, err
 	}
-	st := oci.State{ID: id, Status: oci.StatusStopped, Bundle: c.rec.Bundle, Created: c.rec.Created}
+	st := runtime.State{ID: id, Status: runtime.StatusStopped, Bundle: c.rec.Bundle, Created: c.rec.Created}
 	if c.pod.isDead() {
 		return st, nil
 	}
@@ -61,7 +61,7 @@ func (r *Runtime) State(ctx context.Context, id string) (oci.State, error) {
 		if errors.Is(err, errShimGone) {
 			return st, nil
 		}
-		return oci.State{}, fmt.Errorf("state of container %s: %w", id, err)
+		return runtime.State{}, fmt.Errorf("state of container %s: %w", id, err)
 	}
 	cctx, cancel := r.commandContext(ctx)
 	defer cancel()
@@ -71,10 +71,10 @@ func (r *Runtime) State(ctx context.Context, id string) (oci.State, error) {
 		if errors.Is(err, errShimGone) {
 			return st, nil
 		}
-		return oci.State{}, fmt.Errorf("state of container %s: %w", id, err)
+		return runtime.State{}, fmt.Errorf("state of container %s: %w", id, err)
 	}
 	st.Status = taskStatus(resp.Status)
-	if st.Status != oci.StatusStopped {
+	if st.Status != runtime.StatusStopped {
 		st.Pid = int(resp.Pid)
 	}
 	if resp.Bundle != "" {
@@ -84,18 +84,18 @@ func (r *Runtime) State(ctx context.Context, id string) (oci.State, error) {
 	return st, nil
 }
 
-func taskStatus(s tasktypes.Status) oci.Status {
+func taskStatus(s tasktypes.Status) runtime.Status {
 	switch s {
 	case tasktypes.Status_CREATED:
-		return oci.StatusCreated
+		return runtime.StatusCreated
 	case tasktypes.Status_RUNNING:
-		return oci.StatusRunning
+		return runtime.StatusRunning
 	case tasktypes.Status_STOPPED:
-		return oci.StatusStopped
+		return runtime.StatusStopped
 	case tasktypes.Status_PAUSED, tasktypes.Status_PAUSING:
-		return oci.StatusPaused
+		return runtime.StatusPaused
 	}
-	return oci.StatusUnknown
+	return runtime.StatusUnknown
 }
 
 // TaskStats returns the statistics the shim reports for container id's

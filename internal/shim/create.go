@@ -14,7 +14,8 @@ import (
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 // The annotations the CRI server puts in every bundle's config.json
@@ -44,7 +45,7 @@ func podOf(id string, annotations map[string]string) string {
 // config.json, whose root.path is the mounted root filesystem; no mounts
 // are handed to the shim. The container's stdio are FIFOs podbay makes;
 // it copies stdout and stderr to opts.LogPath in the CRI format ("":
-// discarded). opts.ConmonCgroup, when set, is the cgroup the pod's shim is
+// discarded). opts.MonitorCgroup, when set, is the cgroup the pod's shim is
 // moved into once started (as conmon is), so that it survives a restart
 // of a daemon whose service manager kills the daemon's cgroup.
 //
@@ -52,18 +53,12 @@ func podOf(id string, annotations map[string]string) string {
 // nothing is left: the task, the shim it started, the FIFOs and the log
 // file are removed. Create gives up when ctx ends or after
 // Config.CreateTimeout.
-func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, retErr error) {
-	if err := validateID(opts.ID); err != nil {
-		return 0, fmt.Errorf("create container: %w", err)
+func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid int, retErr error) {
+	if err := opts.Validate(); err != nil {
+		return 0, fmt.Errorf("create container %s: %w", opts.ID, err)
 	}
 	id := opts.ID
-	if !filepath.IsAbs(opts.BundleDir) {
-		return 0, fmt.Errorf("create container %s: bundle %q is not an absolute path: %w", id, opts.BundleDir, errdefs.ErrInvalidArgument)
-	}
-	if opts.LogPath != "" && !filepath.IsAbs(opts.LogPath) {
-		return 0, fmt.Errorf("create container %s: log path %q is not an absolute path: %w", id, opts.LogPath, errdefs.ErrInvalidArgument)
-	}
-	spec, err := oci.ReadSpec(opts.BundleDir)
+	spec, err := runtime.ReadSpec(opts.BundleDir)
 	if err != nil {
 		return 0, fmt.Errorf("create container %s: %w", id, err)
 	}
@@ -93,7 +88,7 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, fmt.Errorf("create container %s: %w", id, err)
 	}
-	defer onError(ctx, &retErr, "remove container state", func(context.Context) error {
+	defer undo.OnError(ctx, &retErr, "remove container state", func(context.Context) error {
 		errs := []error{os.RemoveAll(dir)}
 		for _, name := range shimBundleFiles {
 			errs = append(errs, removeIfExists(filepath.Join(opts.BundleDir, name)))
@@ -125,7 +120,7 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 		return 0, fmt.Errorf("create container %s: %w", id, err)
 	}
 	cio := newContainerIO(log.With(r.ctx, "id", id), fifos, logFile)
-	defer onError(ctx, &retErr, "close container stdio", func(context.Context) error {
+	defer undo.OnError(ctx, &retErr, "close container stdio", func(context.Context) error {
 		cio.close()
 		if opts.LogPath != "" {
 			return removeIfExists(opts.LogPath)
@@ -134,10 +129,10 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 	})
 
 	if podID == id {
-		if p, err = r.startShim(ctx, id, opts.BundleDir, opts.ConmonCgroup); err != nil {
+		if p, err = r.startShim(ctx, id, opts.BundleDir, opts.MonitorCgroup); err != nil {
 			return 0, fmt.Errorf("create container %s: %w", id, timedOut(parent, ctx, r.cfg.CreateTimeout, err))
 		}
-		defer onError(ctx, &retErr, "stop shim", func(ctx context.Context) error {
+		defer undo.OnError(ctx, &retErr, "stop shim", func(ctx context.Context) error {
 			return r.stopShim(ctx, p)
 		})
 	}
@@ -151,7 +146,7 @@ func (r *Runtime) Create(ctx context.Context, opts oci.CreateOptions) (pid int, 
 	// connection lost, or the shim killed) may have left the runtime's
 	// state, which the shim then no longer knows: its binary's delete
 	// removes that, before the shim's files in the bundle are.
-	defer onError(ctx, &retErr, "delete task", func(ctx context.Context) error {
+	defer undo.OnError(ctx, &retErr, "delete task", func(ctx context.Context) error {
 		deleted, err := r.deleteTask(ctx, p, id)
 		if deleted || (err != nil && !errors.Is(err, errShimGone)) {
 			return err

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/cgroups"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/testbundle"
 )
 
 // A create cut short: runc create killed after it made its state directory
@@ -78,7 +80,7 @@ func cutShortCreate(root, bundle, id string) error {
 	if err := syscall.Mkfifo(filepath.Join(state, "exec.fifo"), 0o622); err != nil {
 		return err
 	}
-	spec, err := oci.ReadSpec(bundle)
+	spec, err := runtime.ReadSpec(bundle)
 	if err != nil {
 		return err
 	}
@@ -87,7 +89,7 @@ func cutShortCreate(root, bundle, id string) error {
 	if err := initProc.Start(); err != nil {
 		return err
 	}
-	if err := oci.MoveToCgroup(initProc.Process.Pid, spec.Linux.CgroupsPath); err != nil {
+	if err := cgroups.MoveProcess(initProc.Process.Pid, spec.Linux.CgroupsPath); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(bundle, cutShortReady), nil, 0o644)
@@ -113,7 +115,7 @@ func createHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	_, err = r.Create(context.Background(), oci.CreateOptions{ID: os.Getenv("HELPER_ID"), BundleDir: os.Getenv("HELPER_BUNDLE"), ConmonCgroup: shimCgroup})
+	_, err = r.Create(context.Background(), runtime.CreateOptions{ID: os.Getenv("HELPER_ID"), BundleDir: os.Getenv("HELPER_BUNDLE"), MonitorCgroup: shimCgroup})
 	fmt.Fprintln(os.Stderr, "create returned:", err)
 	return 1
 }
@@ -140,8 +142,8 @@ func (e *testEnv) useFakeRunc() string {
 func waitCutShort(t *testing.T, bundle string) {
 	t.Helper()
 	// Whatever the test finds, its "runc init" does not outlive it.
-	t.Cleanup(func() { _ = removeTaskCgroup(context.Background(), bundle) })
-	if !waitFor(30*time.Second, func() bool {
+	t.Cleanup(func() { _ = runtime.RemoveSpecCgroup(context.Background(), bundle) })
+	if !testbundle.WaitFor(30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(bundle, cutShortReady))
 		return err == nil
 	}) {
@@ -164,8 +166,8 @@ func (e *testEnv) assertCutShortGone(id string) {
 			t.Errorf("cgroup left: %s", cg)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesOf(id)) == 0 }) {
-		t.Errorf("processes left: %q", processesOf(id))
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(testbundle.ProcessesOf(id)) == 0 }) {
+		t.Errorf("processes left: %q", testbundle.ProcessesOf(id))
 	}
 }
 
@@ -174,9 +176,7 @@ func (e *testEnv) assertCutShortGone(id string) {
 // leaves runc's state and the cgroup; a restarted Runtime finds a task
 // its shim does not know, and Delete must remove them.
 func TestIntegrationDaemonKilledDuringCreate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	if err := e.rt.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,9 +222,7 @@ func TestIntegrationDaemonKilledDuringCreate(t *testing.T) {
 // container's runc create: Create fails, and its rollback must remove what
 // the create left, which no shim knows any more.
 func TestIntegrationShimKilledDuringCreate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	if err := e.rt.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // maxSocketPath is the longest path a unix socket address holds
@@ -85,8 +86,8 @@ func (f forwarder) Forward(ctx context.Context, req *ttrpcevents.ForwardRequest)
 	return &emptypb.Empty{}, nil
 }
 
-// handleEvent acts on a shim's event: a TaskOOM creates <bundle>/oom for
-// the container; a TaskExit lets the exit watcher know that the events
+// handleEvent acts on a shim's event: a TaskOOM marks the container
+// OOM-killed, in memory and by creating <bundle>/oom; a TaskExit lets the exit watcher know that the events
 // before it (the TaskOOM) have been handled. Everything else is ignored:
 // exits are learnt through Wait.
 func (r *Runtime) handleEvent(_ context.Context, env *types.Envelope) {
@@ -104,7 +105,10 @@ func (r *Runtime) handleEvent(_ context.Context, env *types.Envelope) {
 		if c == nil {
 			return
 		}
-		if err := os.WriteFile(filepath.Join(c.rec.Bundle, oomFile), nil, 0o600); err != nil {
+		c.oomKilled.Store(true)
+		// The marker keeps the OOM kill for a Runtime that takes over
+		// before the exit is recorded.
+		if err := os.WriteFile(filepath.Join(c.rec.Bundle, runtime.OOMMarker), nil, 0o600); err != nil {
 			log.G(r.ctx).Warn("record OOM kill", "id", c.id, "err", err)
 			return
 		}
@@ -122,7 +126,3 @@ func (r *Runtime) eventContainer(id string) *container {
 	defer r.mu.Unlock()
 	return r.containers[id]
 }
-
-// oomFile is created in a container's bundle when it was OOM-killed; see
-// oci.OOMKilled.
-const oomFile = "oom"

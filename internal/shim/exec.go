@@ -17,7 +17,8 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 const (
@@ -27,14 +28,14 @@ const (
 	// execKillGrace bounds the wait for a killed exec to exit.
 	execKillGrace = 5 * time.Second
 	// maxTerminalSize is the largest width and height passed on, as in
-	// internal/oci.
+	// internal/runtime.
 	maxTerminalSize = 1000
 )
 
 // ExecSync runs a process in container id, which must be running, and
 // waits for it. The process gets the container's process settings from the
 // bundle's config.json, without a terminal, with opts applied on top, and
-// an empty stdin; see oci.Runtime.ExecSync for the result's rules.
+// an empty stdin; the result follows runtime.ExecResult.
 //
 // On timeout the process is killed (SIGKILL, through the shim: only the
 // process itself, the shim has no way to reach its children); the result
@@ -42,18 +43,18 @@ const (
 // an error wrapping errdefs.ErrNotFound, a container that is not running
 // errdefs.ErrFailedPrecondition; a process that cannot be started, or ctx
 // ending (the process is killed), is an error.
-func (r *Runtime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error) {
+func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
 	e, err := r.startExec(ctx, id, opts, execStdio{})
 	if err != nil {
-		return oci.ExecResult{}, err
+		return runtime.ExecResult{}, err
 	}
 	defer e.close(ctx)
 
-	stdout := oci.NewCappedBuffer(oci.MaxExecOutput)
-	stderr := oci.NewCappedBuffer(oci.MaxExecOutput)
+	stdout := runtime.NewCappedBuffer(runtime.MaxExecOutput)
+	stderr := runtime.NewCappedBuffer(runtime.MaxExecOutput)
 	outs := []*output{copyTo(stdout, e.fifos.stdout), copyTo(stderr, e.fifos.stderr)}
-	result := func(code int32, timedOut bool) oci.ExecResult {
-		return oci.ExecResult{
+	result := func(code int32, timedOut bool) runtime.ExecResult {
+		return runtime.ExecResult{
 			Stdout: stdout.Bytes(), StdoutTruncated: stdout.Truncated(),
 			Stderr: stderr.Bytes(), StderrTruncated: stderr.Truncated(),
 			ExitCode: code, TimedOut: timedOut,
@@ -70,7 +71,7 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions)
 		e.waited = &res
 		if res.err != nil {
 			waitOutputs(0, outs)
-			return oci.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, res.err)
+			return runtime.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, res.err)
 		}
 		waitOutputs(execOutputGrace, outs)
 		return result(res.code, false), nil
@@ -79,7 +80,7 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions)
 		err := e.kill(ctx)
 		waitOutputs(0, outs)
 		if err != nil {
-			return oci.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
+			return runtime.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
 		}
 		return result(-1, true), nil
 	case <-ctx.Done():
@@ -87,17 +88,17 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts oci.ExecOptions)
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}
 		waitOutputs(0, outs)
-		return oci.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, ctx.Err())
+		return runtime.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, ctx.Err())
 	}
 }
 
 // Exec runs a process in container id, which must be running, copies its
 // stdio from and to the streams in opts, and returns its exit status once
-// it has exited and its output has been copied. See oci.Runtime.Exec: with
+// it has exited and its output has been copied, as internal/oci does: with
 // Tty the process gets a terminal, resized from opts.Resize; without, the
 // end of Stdin closes the process's stdin. When ctx ends first, the
 // process is killed and ctx's error returned.
-func (r *Runtime) Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, opts runtime.ExecStreamOptions) (int32, error) {
 	how := execStdio{tty: opts.Tty, stdin: opts.Stdin != nil}
 	if opts.Tty {
 		// A size that is already there is the one the terminal starts with.
@@ -109,15 +110,15 @@ func (r *Runtime) Exec(ctx context.Context, id string, opts oci.ExecStreamOption
 		default:
 		}
 	}
-	e, err := r.startExec(ctx, id, oci.ExecOptions{Args: opts.Args}, how)
+	e, err := r.startExec(ctx, id, runtime.ExecOptions{Args: opts.Args}, how)
 	if err != nil {
 		return 0, err
 	}
 	defer e.close(ctx)
 
-	outs := []*output{copyTo(writerOrDiscard(opts.Stdout), e.fifos.stdout)}
+	outs := []*output{copyTo(runtime.WriterOrDiscard(opts.Stdout), e.fifos.stdout)}
 	if e.fifos.stderr != nil {
-		outs = append(outs, copyTo(writerOrDiscard(opts.Stderr), e.fifos.stderr))
+		outs = append(outs, copyTo(runtime.WriterOrDiscard(opts.Stderr), e.fifos.stderr))
 	}
 	if opts.Stdin != nil {
 		go e.copyStdin(opts.Stdin, !opts.Tty)
@@ -129,19 +130,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, opts oci.ExecStreamOption
 			e.resize(ctx, *how.size)
 		}
 		if opts.Resize != nil {
-			go func() {
-				for {
-					select {
-					case size, ok := <-opts.Resize:
-						if !ok {
-							return
-						}
-						e.resize(ctx, size)
-					case <-stop:
-						return
-					}
-				}
-			}()
+			go runtime.ApplyResizes(opts.Resize, stop, func(size runtime.Size) { e.resize(ctx, size) })
 		}
 	}
 
@@ -168,7 +157,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, opts oci.ExecStreamOption
 type execStdio struct {
 	tty   bool
 	stdin bool
-	size  *oci.Size // the terminal's first size
+	size  *runtime.Size // the terminal's first size
 }
 
 // execProc is one exec'd process in a container's task.
@@ -193,7 +182,7 @@ type execExit struct {
 
 // startExec starts a process in container id and starts waiting for it.
 // The caller must close it.
-func (r *Runtime) startExec(ctx context.Context, id string, opts oci.ExecOptions, how execStdio) (_ *execProc, retErr error) {
+func (r *Runtime) startExec(ctx context.Context, id string, opts runtime.ExecOptions, how execStdio) (_ *execProc, retErr error) {
 	c, err := r.lookup(id)
 	if err != nil {
 		return nil, fmt.Errorf("exec in container: %w", err)
@@ -208,11 +197,11 @@ func (r *Runtime) startExec(ctx context.Context, id string, opts oci.ExecOptions
 	if err != nil {
 		return nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	spec, err := oci.ReadSpec(c.rec.Bundle)
+	spec, err := runtime.ReadSpec(c.rec.Bundle)
 	if err != nil {
 		return nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	proc, err := oci.ExecProcess(spec.Process, opts)
+	proc, err := runtime.ExecProcess(spec.Process, opts)
 	if err != nil {
 		return nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
@@ -231,13 +220,13 @@ func (r *Runtime) startExec(ctx context.Context, id string, opts oci.ExecOptions
 	if err := os.Mkdir(e.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("exec in container %s: %w", id, err)
 	}
-	defer onError(ctx, &retErr, "remove exec stdio", func(context.Context) error {
+	defer undo.OnError(ctx, &retErr, "remove exec stdio", func(context.Context) error {
 		return os.RemoveAll(e.dir)
 	})
 	if e.fifos, err = openStdio(e.dir, how.stdin, how.tty, true); err != nil {
 		return nil, fmt.Errorf("exec in container %s: stdio: %w", id, err)
 	}
-	defer onError(ctx, &retErr, "close exec stdio", func(context.Context) error {
+	defer undo.OnError(ctx, &retErr, "close exec stdio", func(context.Context) error {
 		e.fifos.close()
 		return nil
 	})
@@ -255,7 +244,7 @@ func (r *Runtime) startExec(ctx context.Context, id string, opts oci.ExecOptions
 	}); err != nil {
 		return nil, r.execFailure(ctx, c, rpcError(err))
 	}
-	defer onError(ctx, &retErr, "delete exec", func(ctx context.Context) error {
+	defer undo.OnError(ctx, &retErr, "delete exec", func(ctx context.Context) error {
 		return e.delete(ctx)
 	})
 	if _, err := tasks.Start(cctx, &taskapi.StartRequest{ID: id, ExecID: e.id}); err != nil {
@@ -282,7 +271,7 @@ func (r *Runtime) checkRunning(ctx context.Context, c *container) error {
 	if err != nil {
 		return err
 	}
-	if st.Status != oci.StatusRunning {
+	if st.Status != runtime.StatusRunning {
 		return fmt.Errorf("container is %s: %w", st.Status, errdefs.ErrFailedPrecondition)
 	}
 	return nil
@@ -322,7 +311,7 @@ func (e *execProc) wait(d time.Duration) (execExit, bool) {
 
 // kill kills the process and waits for it to exit.
 func (e *execProc) kill(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undo.Timeout)
 	defer cancel()
 	_, err := e.tasks.Kill(ctx, &taskapi.KillRequest{ID: e.c.id, ExecID: e.id, Signal: uint32(syscall.SIGKILL)})
 	if err = rpcError(err); err != nil && !errdefs.IsNotFound(err) {
@@ -381,7 +370,7 @@ func (e *execProc) copyStdin(in io.Reader, closeAtEnd bool) {
 
 // resize sets the size of the process's terminal; best effort, as a
 // terminal's resize is.
-func (e *execProc) resize(ctx context.Context, size oci.Size) {
+func (e *execProc) resize(ctx context.Context, size runtime.Size) {
 	size = clampSize(size)
 	ctx, cancel := e.r.commandContext(ctx)
 	defer cancel()
@@ -391,8 +380,8 @@ func (e *execProc) resize(ctx context.Context, size oci.Size) {
 	}
 }
 
-func clampSize(s oci.Size) oci.Size {
-	return oci.Size{Width: min(s.Width, maxTerminalSize), Height: min(s.Height, maxTerminalSize)}
+func clampSize(s runtime.Size) runtime.Size {
+	return runtime.Size{Width: min(s.Width, maxTerminalSize), Height: min(s.Height, maxTerminalSize)}
 }
 
 // copyTo copies r to w until r ends or is closed. When w fails, the rest
@@ -415,11 +404,4 @@ func copyTo(w io.Writer, r *fifoReader) *output {
 		}
 	}()
 	return o
-}
-
-func writerOrDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }

@@ -9,16 +9,17 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 // Exited returns the container's exit status once it has exited and its
 // output has been copied. ok is false while it runs, and for an unknown or
 // deleted ID. The status is kept on disk: exits that happened while the
 // daemon was down are found here after New.
-func (r *Runtime) Exited(id string) (oci.ExitStatus, bool, error) {
-	if err := validateID(id); err != nil {
-		return oci.ExitStatus{}, false, err
+func (r *Runtime) Exited(id string) (runtime.ExitStatus, bool, error) {
+	if err := runtime.ValidateID(id); err != nil {
+		return runtime.ExitStatus{}, false, err
 	}
 	r.mu.Lock()
 	c := r.containers[id]
@@ -35,18 +36,18 @@ func (r *Runtime) Exited(id string) (oci.ExitStatus, bool, error) {
 // exit status, or until ctx ends or the Runtime is closed. When the
 // container's shim dies, its containers are reported exited with
 // 128+SIGKILL. An unknown ID gives an error wrapping errdefs.ErrNotFound.
-func (r *Runtime) Wait(ctx context.Context, id string) (oci.ExitStatus, error) {
+func (r *Runtime) Wait(ctx context.Context, id string) (runtime.ExitStatus, error) {
 	c, err := r.lookup(id)
 	if err != nil {
-		return oci.ExitStatus{}, fmt.Errorf("wait for container: %w", err)
+		return runtime.ExitStatus{}, fmt.Errorf("wait for container: %w", err)
 	}
 	select {
 	case <-c.exited:
 		return c.exit, nil
 	case <-ctx.Done():
-		return oci.ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, ctx.Err())
+		return runtime.ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, ctx.Err())
 	case <-r.ctx.Done():
-		return oci.ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, errClosed)
+		return runtime.ExitStatus{}, fmt.Errorf("wait for container %s: %w", id, errClosed)
 	}
 }
 
@@ -69,7 +70,7 @@ func (r *Runtime) watchExit(c *container) {
 				}
 				r.recordExit(ctx, c, st)
 				// The pod's last task to exit gives its shim back.
-				rctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+				rctx, cancel := context.WithTimeout(ctx, undo.Timeout)
 				r.releaseIfDone(rctx, c.pod)
 				cancel()
 				return
@@ -82,7 +83,7 @@ func (r *Runtime) watchExit(c *container) {
 				// The shim does not know the task: it was deleted behind
 				// podbay's back. Its status is lost.
 				log.G(ctx).Warn("shim lost the container's task", "err", err)
-				r.recordExit(ctx, c, oci.ExitStatus{Code: 255, ExitedAt: time.Now()})
+				r.recordExit(ctx, c, runtime.ExitStatus{Code: 255, ExitedAt: time.Now()})
 				return
 			}
 			// The connection broke but the shim may live: the shim's
@@ -106,9 +107,9 @@ const oomExitCode = 137
 const exitEventWait = 500 * time.Millisecond
 
 // awaitExitEvent waits (bounded) for the shim's TaskExit event of c. The
-// shim publishes a TaskOOM before it, which creates <bundle>/oom: the
-// OOM kill is then on record before the exit is reported, whatever order
-// Wait's answer and the events arrive in.
+// shim publishes a TaskOOM before it, which marks the container
+// OOM-killed: the OOM kill is then on record before the exit is reported,
+// whatever order Wait's answer and the events arrive in.
 func awaitExitEvent(c *container) {
 	t := time.NewTimer(exitEventWait)
 	defer t.Stop()
@@ -119,16 +120,16 @@ func awaitExitEvent(c *container) {
 }
 
 // waitTask calls the shim's Wait for the task, without a time limit.
-func (r *Runtime) waitTask(ctx context.Context, c *container) (oci.ExitStatus, error) {
+func (r *Runtime) waitTask(ctx context.Context, c *container) (runtime.ExitStatus, error) {
 	tasks, err := c.pod.task(ctx)
 	if err != nil {
-		return oci.ExitStatus{}, err
+		return runtime.ExitStatus{}, err
 	}
 	resp, err := tasks.Wait(ctx, &taskapi.WaitRequest{ID: c.id})
 	if err != nil {
-		return oci.ExitStatus{}, rpcError(err)
+		return runtime.ExitStatus{}, rpcError(err)
 	}
-	return oci.ExitStatus{Code: int32(resp.ExitStatus), ExitedAt: exitTime(resp.ExitedAt.AsTime())}, nil
+	return runtime.ExitStatus{Code: int32(resp.ExitStatus), ExitedAt: exitTime(resp.ExitedAt.AsTime())}, nil
 }
 
 // exitTime is t, or now when the shim sent none.
@@ -141,10 +142,11 @@ func exitTime(t time.Time) time.Time {
 
 // recordExit waits (bounded) for the container's output to be copied,
 // then records st and wakes the waiters.
-func (r *Runtime) recordExit(ctx context.Context, c *container, st oci.ExitStatus) {
+func (r *Runtime) recordExit(ctx context.Context, c *container, st runtime.ExitStatus) {
 	if c.io != nil {
 		c.io.finish(drainTimeout)
 	}
+	st = c.withOOM(st)
 	if err := writeExit(c.dir, st); err != nil {
 		log.G(ctx).Error("record container exit", "err", err)
 	}
@@ -157,7 +159,7 @@ func (r *Runtime) recordExit(ctx context.Context, c *container, st oci.ExitStatu
 // is best effort: a failure is logged and the exit status is then 255
 // (the task may never have been created, when the daemon stopped during
 // Create).
-func (r *Runtime) deleteDeadShimTask(ctx context.Context, c *container) oci.ExitStatus {
+func (r *Runtime) deleteDeadShimTask(ctx context.Context, c *container) runtime.ExitStatus {
 	c.deadMu.Lock()
 	defer c.deadMu.Unlock()
 	if c.deadExit != nil {
@@ -166,7 +168,7 @@ func (r *Runtime) deleteDeadShimTask(ctx context.Context, c *container) oci.Exit
 	st, err := r.deleteDeadTask(ctx, c.id, c.rec.Bundle)
 	if err != nil {
 		log.G(ctx).Warn("clean up after dead shim", "id", c.id, "err", err)
-		st = oci.ExitStatus{Code: 255, ExitedAt: time.Now()}
+		st = runtime.ExitStatus{Code: 255, ExitedAt: time.Now()}
 	}
 	c.deadExit = &st
 	return st

@@ -1,15 +1,15 @@
 package shim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/podbay/podbay/internal/testbundle"
 )
 
 func newFifo(t *testing.T) string {
@@ -158,28 +158,10 @@ func TestFifoWriter(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestBroadcaster(t *testing.T) {
 	b := newBroadcaster(context.Background(), "stdout")
 	b.write([]byte("before"))
-	var first, second syncBuffer
+	var first, second testbundle.Buffer
 	s1 := b.subscribe(&first)
 	b.write([]byte("one "))
 	s2 := b.subscribe(&second)

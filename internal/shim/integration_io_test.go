@@ -16,18 +16,17 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/testbundle"
 )
 
 func TestIntegrationExecSync(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "exec", nil, "sleep", "100")
 
-	res, err := r.ExecSync(ctx, id, oci.ExecOptions{
+	res, err := r.ExecSync(ctx, id, runtime.ExecOptions{
 		Args: []string{"sh", "-c", `echo $GREETING $EXTRA; echo err >&2; exit 5`},
 		Env:  []string{"EXTRA=world"},
 	})
@@ -39,7 +38,7 @@ func TestIntegrationExecSync(t *testing.T) {
 	}
 
 	start := time.Now()
-	res, err = r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"sh", "-c", "echo early; exec sleep 10"}, Timeout: 500 * time.Millisecond})
+	res, err = r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"sh", "-c", "echo early; exec sleep 10"}, Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("ExecSync with timeout: %v", err)
 	}
@@ -50,18 +49,18 @@ func TestIntegrationExecSync(t *testing.T) {
 		t.Errorf("timed-out ExecSync took %v", d)
 	}
 
-	res, err = r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"dd", "if=/dev/zero", "bs=1M", "count=20"}})
+	res, err = r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"dd", "if=/dev/zero", "bs=1M", "count=20"}})
 	if err != nil {
 		t.Fatalf("ExecSync with a lot of output: %v", err)
 	}
-	if len(res.Stdout) != oci.MaxExecOutput || !res.StdoutTruncated || res.ExitCode != 0 {
+	if len(res.Stdout) != runtime.MaxExecOutput || !res.StdoutTruncated || res.ExitCode != 0 {
 		t.Errorf("ExecSync of 20 MiB: %d bytes, truncated %v, code %d", len(res.Stdout), res.StdoutTruncated, res.ExitCode)
 	}
 
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"/bin/nonexistent"}}); err == nil || !strings.Contains(err.Error(), "nonexistent") {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"/bin/nonexistent"}}); err == nil || !strings.Contains(err.Error(), "nonexistent") {
 		t.Errorf("ExecSync of a missing binary = %v", err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("ExecSync without a command = %v, want ErrInvalidArgument", err)
 	}
 	// Each exec removes its FIFOs.
@@ -75,21 +74,19 @@ func TestIntegrationExecSync(t *testing.T) {
 	if err := r.Stop(ctx, id, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ExecSync in a stopped container = %v, want ErrFailedPrecondition", err)
 	}
 }
 
 func TestIntegrationExecStream(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "exec", nil, "sleep", "1000")
 
-	var out, errOut syncBuffer
-	code, err := r.Exec(ctx, id, oci.ExecStreamOptions{
+	var out, errOut testbundle.Buffer
+	code, err := r.Exec(ctx, id, runtime.ExecStreamOptions{
 		Args:   []string{"sh", "-c", "cat; echo done >&2; exit 4"},
 		Stdin:  strings.NewReader("from stdin\n"),
 		Stdout: &out, Stderr: &errOut,
@@ -99,20 +96,20 @@ func TestIntegrationExecStream(t *testing.T) {
 	}
 
 	// A terminal, sized from the start.
-	resize := make(chan oci.Size, 1)
-	resize <- oci.Size{Width: 100, Height: 40}
-	var tty syncBuffer
-	code, err = r.Exec(ctx, id, oci.ExecStreamOptions{Args: []string{"stty", "size"}, Tty: true, Stdout: &tty, Resize: resize})
+	resize := make(chan runtime.Size, 1)
+	resize <- runtime.Size{Width: 100, Height: 40}
+	var tty testbundle.Buffer
+	code, err = r.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"stty", "size"}, Tty: true, Stdout: &tty, Resize: resize})
 	if err != nil || code != 0 || !strings.Contains(tty.String(), "40 100") {
 		t.Errorf("Exec with a terminal = %d, %v; output %q", code, err, tty.String())
 	}
 
 	// An interactive shell on a terminal.
 	inR, inW := io.Pipe()
-	var shell syncBuffer
+	var shell testbundle.Buffer
 	done := make(chan error, 1)
 	go func() {
-		code, err := r.Exec(ctx, id, oci.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: inR, Stdout: &shell})
+		code, err := r.Exec(ctx, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: inR, Stdout: &shell})
 		if err == nil && code != 3 {
 			err = errors.New("exit code " + strconv.Itoa(int(code)))
 		}
@@ -130,28 +127,26 @@ func TestIntegrationExecStream(t *testing.T) {
 	short, c := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer c()
 	start := time.Now()
-	if _, err := r.Exec(short, id, oci.ExecStreamOptions{Args: []string{"sleep", "100"}}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := r.Exec(short, id, runtime.ExecStreamOptions{Args: []string{"sleep", "100"}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled Exec = %v, want DeadlineExceeded", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("cancelled Exec took %v", d)
 	}
-	if !waitFor(5*time.Second, func() bool {
-		for _, p := range processesOf(id) {
+	if !testbundle.WaitFor(5*time.Second, func() bool {
+		for _, p := range testbundle.ProcessesOf(id) {
 			if strings.HasSuffix(p, ":sleep 100 ") {
 				return false
 			}
 		}
 		return true
 	}) {
-		t.Errorf("cancelled exec still runs: %q", processesOf(id))
+		t.Errorf("cancelled exec still runs: %q", testbundle.ProcessesOf(id))
 	}
 }
 
 func TestIntegrationAttach(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 
@@ -163,8 +158,8 @@ func TestIntegrationAttach(t *testing.T) {
 	if err := r.Start(ctx, once); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
-	if err := r.Attach(ctx, once, oci.AttachOptions{Stdin: strings.NewReader("ping\n"), Stdout: &out, Stderr: &out, StdinOnce: true}); err != nil {
+	var out testbundle.Buffer
+	if err := r.Attach(ctx, once, runtime.AttachOptions{Stdin: strings.NewReader("ping\n"), Stdout: &out, Stderr: &out, StdinOnce: true}); err != nil {
 		t.Fatalf("Attach: %v", err)
 	}
 	if got := out.String(); got != "got:ping\neof\n" {
@@ -176,7 +171,7 @@ func TestIntegrationAttach(t *testing.T) {
 	if logData := readFile(t, opts.LogPath); !strings.Contains(logData, " stdout F got:ping\n") {
 		t.Errorf("log %q", logData)
 	}
-	if err := r.Attach(ctx, once, oci.AttachOptions{Stdout: &out}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if err := r.Attach(ctx, once, runtime.AttachOptions{Stdout: &out}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("Attach to a stopped container = %v, want ErrFailedPrecondition", err)
 	}
 
@@ -189,20 +184,20 @@ func TestIntegrationAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, word := range []string{"one", "two"} {
-		if err := r.Attach(ctx, keep, oci.AttachOptions{Stdin: strings.NewReader(word + "\n")}); err != nil {
+		if err := r.Attach(ctx, keep, runtime.AttachOptions{Stdin: strings.NewReader(word + "\n")}); err != nil {
 			t.Fatalf("Attach: %v", err)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "got:two") }) {
+	if !testbundle.WaitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "got:two") }) {
 		t.Errorf("log %q lacks both inputs", readFile(t, opts.LogPath))
 	}
-	if st, err := r.State(ctx, keep); err != nil || st.Status != oci.StatusRunning {
+	if st, err := r.State(ctx, keep); err != nil || st.Status != runtime.StatusRunning {
 		t.Errorf("container after detach: %+v, %v", st, err)
 	}
 	// ctx ends an attach.
 	short, c := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer c()
-	if err := r.Attach(short, keep, oci.AttachOptions{Stdout: io.Discard}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := r.Attach(short, keep, runtime.AttachOptions{Stdout: io.Discard}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Attach until ctx ends = %v", err)
 	}
 
@@ -213,10 +208,10 @@ func TestIntegrationAttach(t *testing.T) {
 	if err := r.Start(ctx, term); err != nil {
 		t.Fatal(err)
 	}
-	resize := make(chan oci.Size, 1)
-	resize <- oci.Size{Width: 5000, Height: 30} // clamped to 1000
-	var ttyOut syncBuffer
-	if err := r.Attach(ctx, term, oci.AttachOptions{Stdout: &ttyOut, Tty: true, Resize: resize}); err != nil {
+	resize := make(chan runtime.Size, 1)
+	resize <- runtime.Size{Width: 5000, Height: 30} // clamped to 1000
+	var ttyOut testbundle.Buffer
+	if err := r.Attach(ctx, term, runtime.AttachOptions{Stdout: &ttyOut, Tty: true, Resize: resize}); err != nil {
 		t.Fatalf("Attach with a terminal: %v", err)
 	}
 	if !strings.Contains(ttyOut.String(), "30 1000") {
@@ -228,9 +223,7 @@ func TestIntegrationAttach(t *testing.T) {
 }
 
 func TestIntegrationUpdate(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, opts := e.run(ctx, r, pod, "update", nil, "sleep", "100")
@@ -239,7 +232,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	if err := r.Update(ctx, id, &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &limit}}); err != nil {
 		t.Fatalf("Update: %v", err)
 	}
-	spec, err := oci.ReadSpec(opts.BundleDir)
+	spec, err := runtime.ReadSpec(opts.BundleDir)
 	if err != nil || spec.Linux.Resources == nil || spec.Linux.Resources.Memory == nil || *spec.Linux.Resources.Memory.Limit != limit {
 		t.Errorf("config.json after Update: %+v, %v", spec.Linux.Resources, err)
 	}
@@ -290,14 +283,12 @@ func checkConsecutive(t *testing.T, ticks []int) {
 const tickScript = `i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.02; done`
 
 func TestIntegrationReopenLog(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, opts := e.run(ctx, r, pod, "ticker", nil, "sh", "-c", tickScript)
 
-	waitFor(5*time.Second, func() bool { return len(ticks(readFile(t, opts.LogPath))) >= 5 })
+	testbundle.WaitFor(5*time.Second, func() bool { return len(ticks(readFile(t, opts.LogPath))) >= 5 })
 	rotated := opts.LogPath + ".1"
 	if err := os.Rename(opts.LogPath, rotated); err != nil {
 		t.Fatal(err)
@@ -305,7 +296,7 @@ func TestIntegrationReopenLog(t *testing.T) {
 	if err := r.ReopenLog(ctx, id); err != nil {
 		t.Fatalf("ReopenLog: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool {
+	if !testbundle.WaitFor(5*time.Second, func() bool {
 		b, _ := os.ReadFile(opts.LogPath)
 		return len(ticks(string(b))) >= 5
 	}) {
@@ -333,9 +324,7 @@ func TestIntegrationReopenLog(t *testing.T) {
 }
 
 func TestIntegrationOOM(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	limit := int64(16 << 20)
@@ -354,10 +343,16 @@ func TestIntegrationOOM(t *testing.T) {
 	if exit.Code != 137 {
 		t.Skipf("the container was not OOM-killed (exit %d): no memory limit on this host?", exit.Code)
 	}
-	// The file is there when the exit is reported, for the server's
-	// recordExit to see.
-	if !oci.OOMKilled(opts.BundleDir) {
-		t.Error("no oom file when the OOM kill was reported")
+	if !exit.OOMKilled {
+		t.Error("exit status of an OOM-killed container has no OOMKilled")
+	}
+	// The marker is there when the exit is reported, for a Runtime that
+	// takes over after a restart.
+	if !runtime.OOMMarked(opts.BundleDir) {
+		t.Error("no oom marker when the OOM kill was reported")
+	}
+	if st, ok, err := r.Exited(id); err != nil || !ok || !st.OOMKilled {
+		t.Errorf("Exited = %+v, %v, %v; want OOMKilled", st, ok, err)
 	}
 }
 
@@ -365,9 +360,7 @@ func TestIntegrationOOM(t *testing.T) {
 // Runtime is closed while a container writes, another exits while no
 // Runtime runs, and a second Runtime on the same state takes over.
 func TestIntegrationRestart(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	first := e.rt
 	pod := e.startPod(ctx, first, "pod")
 	ticker, tickOpts := e.run(ctx, first, pod, "ticker", nil, "sh", "-c", tickScript)
@@ -382,7 +375,7 @@ func TestIntegrationRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) >= 5 })
+	testbundle.WaitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) >= 5 })
 	if err := first.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -396,25 +389,25 @@ func TestIntegrationRestart(t *testing.T) {
 	if exit, ok, err := second.Exited(short); err != nil || !ok || exit.Code != 4 {
 		t.Errorf("Exited after restart = (%+v, %v, %v), want 4", exit, ok, err)
 	}
-	if st, err := second.State(ctx, short); err != nil || st.Status != oci.StatusStopped {
+	if st, err := second.State(ctx, short); err != nil || st.Status != runtime.StatusStopped {
 		t.Errorf("State of the exited container after restart = %+v, %v", st, err)
 	}
 	st, err := second.State(ctx, ticker)
-	if err != nil || st.Status != oci.StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid {
+	if err != nil || st.Status != runtime.StatusRunning || st.Pid != before.Pid || st.MonitorPid != before.MonitorPid {
 		t.Fatalf("State after restart = %+v, %v; before %+v", st, err, before)
 	}
 	// The output goes on, nothing lost while no Runtime ran.
-	if !waitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) > down+60 }) {
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(ticks(readFile(t, tickOpts.LogPath))) > down+60 }) {
 		t.Fatalf("the log did not grow after the restart: %d ticks, %d at the restart", len(ticks(readFile(t, tickOpts.LogPath))), down)
 	}
-	if res, err := second.ExecSync(ctx, ticker, oci.ExecOptions{Args: []string{"echo", "alive"}}); err != nil || string(res.Stdout) != "alive\n" {
+	if res, err := second.ExecSync(ctx, ticker, runtime.ExecOptions{Args: []string{"echo", "alive"}}); err != nil || string(res.Stdout) != "alive\n" {
 		t.Errorf("ExecSync after restart = %+v, %v", res, err)
 	}
 	// The stdin writer is back.
-	if err := second.Attach(ctx, reader, oci.AttachOptions{Stdin: strings.NewReader("after\n")}); err != nil {
+	if err := second.Attach(ctx, reader, runtime.AttachOptions{Stdin: strings.NewReader("after\n")}); err != nil {
 		t.Fatalf("Attach after restart: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, readerOpts.LogPath), " stdout F got:after\n") }) {
+	if !testbundle.WaitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, readerOpts.LogPath), " stdout F got:after\n") }) {
 		t.Errorf("input after restart did not arrive: %q", readFile(t, readerOpts.LogPath))
 	}
 	if err := second.Stop(ctx, ticker, 0, 0); err != nil {
@@ -430,9 +423,7 @@ func TestIntegrationRestart(t *testing.T) {
 // exited with 137, as containerd does, their processes are killed (the
 // shim binary's delete), and Delete cleans up.
 func TestIntegrationDeadShim(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 	id, _ := e.run(ctx, r, pod, "victim", nil, "sleep", "100")
@@ -451,16 +442,16 @@ func TestIntegrationDeadShim(t *testing.T) {
 			t.Errorf("Wait %s after the shim died = %+v, %v", c, exit, err)
 		}
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusStopped || st.MonitorPid != 0 {
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusStopped || st.MonitorPid != 0 {
 		t.Errorf("State after the shim died = %+v, %v", st, err)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesOf(id)) == 0 }) {
-		t.Errorf("container processes survive their dead shim: %q", processesOf(id))
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(testbundle.ProcessesOf(id)) == 0 }) {
+		t.Errorf("container processes survive their dead shim: %q", testbundle.ProcessesOf(id))
 	}
 	if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("dead shim's socket: %v", err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ExecSync after the shim died = %v, want ErrFailedPrecondition", err)
 	}
 	_, opts := e.newContainer(pod, "late", nil, "true")
@@ -480,9 +471,7 @@ func TestIntegrationDeadShim(t *testing.T) {
 // TestIntegrationRestartDeadShim kills a pod's shim while no Runtime
 // runs: the next one reports the pod's containers exited at once.
 func TestIntegrationRestartDeadShim(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	first := e.rt
 	pod := e.startPod(ctx, first, "pod")
 	id, _ := e.run(ctx, first, pod, "victim", nil, "sleep", "100")
@@ -496,7 +485,7 @@ func TestIntegrationRestartDeadShim(t *testing.T) {
 	if err := syscall.Kill(st.MonitorPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(5*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
+	testbundle.WaitFor(5*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
 
 	second := e.newRuntime()
 	for _, c := range []string{id, pod} {
@@ -504,8 +493,8 @@ func TestIntegrationRestartDeadShim(t *testing.T) {
 			t.Errorf("Exited %s after restart = (%+v, %v, %v), want 137", c, exit, ok, err)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesOf(id)) == 0 }) {
-		t.Errorf("container processes survive their dead shim: %q", processesOf(id))
+	if !testbundle.WaitFor(5*time.Second, func() bool { return len(testbundle.ProcessesOf(id)) == 0 }) {
+		t.Errorf("container processes survive their dead shim: %q", testbundle.ProcessesOf(id))
 	}
 	for _, c := range []string{id, pod} {
 		if err := second.Delete(ctx, c); err != nil {

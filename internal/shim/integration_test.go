@@ -1,19 +1,16 @@
 package shim
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/testbundle"
 )
 
@@ -39,30 +36,10 @@ const (
 	busyboxPath = "/bin/busybox"
 	// testCgroupParent holds the containers' cgroups (cgroupfs driver).
 	testCgroupParent = "/podbay-shim-test"
-	// shimCgroup is where the pods' shims are moved (CreateOptions.ConmonCgroup).
+	// shimCgroup is where the pods' shims are moved (CreateOptions.MonitorCgroup).
 	shimCgroup    = testCgroupParent + "/shims"
 	testNamespace = "podbaytest"
 )
-
-// The server's interface, which Runtime must satisfy.
-var _ interface {
-	Create(ctx context.Context, opts oci.CreateOptions) (int, error)
-	Start(ctx context.Context, id string) error
-	Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) error
-	Delete(ctx context.Context, id string) error
-	State(ctx context.Context, id string) (oci.State, error)
-	Exited(id string) (oci.ExitStatus, bool, error)
-	Wait(ctx context.Context, id string) (oci.ExitStatus, error)
-	ExecSync(ctx context.Context, id string, opts oci.ExecOptions) (oci.ExecResult, error)
-	Exec(ctx context.Context, id string, opts oci.ExecStreamOptions) (int32, error)
-	Attach(ctx context.Context, id string, opts oci.AttachOptions) error
-	Update(ctx context.Context, id string, r *specs.LinuxResources) error
-	ReopenLog(ctx context.Context, id string) error
-	Close() error
-	Name() string
-} = (*Runtime)(nil)
-
-var idCounter atomic.Int64
 
 type testEnv struct {
 	t        *testing.T
@@ -76,21 +53,12 @@ type testEnv struct {
 	containers, pods []string
 }
 
-func newTestEnv(t *testing.T) *testEnv {
+// newTestEnv makes the test's environment and a context for its calls
+// that ends after timeout, or with the test.
+func newTestEnv(t *testing.T, timeout time.Duration) (*testEnv, context.Context) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("integration test needs root")
-	}
-	for _, bin := range []string{shimBinary, runcPath, busyboxPath} {
-		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("integration test needs %s", bin)
-		}
-	}
-	dir := t.TempDir()
-	e := &testEnv{t: t, dir: dir, busybox: filepath.Join(dir, "busybox"), runcRoot: filepath.Join(dir, "runc")}
-	if err := copyFile(busyboxPath, e.busybox); err != nil {
-		t.Fatal(err)
-	}
+	dir, busybox := testbundle.Host(t, busyboxPath, shimBinary, runcPath)
+	e := &testEnv{t: t, dir: dir, busybox: busybox, runcRoot: filepath.Join(dir, "runc")}
 	opts, err := RuncOptions(runcPath, e.runcRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -104,22 +72,16 @@ func newTestEnv(t *testing.T) *testEnv {
 	}
 	t.Cleanup(e.cleanup)
 	e.rt = e.newRuntime()
-	return e
+	return e, testbundle.Context(t, timeout)
 }
 
 // newRuntime starts a Runtime on the test's state, closed at the end.
 func (e *testEnv) newRuntime() *Runtime {
-	e.t.Helper()
-	r, err := New(e.cfg)
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	e.t.Cleanup(func() { r.Close() })
-	return r
+	return testbundle.Open(e.t, func() (*Runtime, error) { return New(e.cfg) })
 }
 
 func (e *testEnv) newID(name string) string {
-	return fmt.Sprintf("podbayshimtest-%d-%d-%s", os.Getpid(), idCounter.Add(1), name)
+	return testbundle.NewID("podbayshimtest", name)
 }
 
 // bundle writes the bundle of container id in pod (pod == id: the
@@ -151,7 +113,7 @@ func (e *testEnv) startPod(ctx context.Context, r *Runtime, name string) string 
 	e.t.Helper()
 	id := e.newID(name)
 	e.pods = append(e.pods, id)
-	e.create(ctx, r, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, id, nil, "sleep", "1000"), ConmonCgroup: shimCgroup})
+	e.create(ctx, r, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, id, nil, "sleep", "1000"), MonitorCgroup: shimCgroup})
 	if err := r.Start(ctx, id); err != nil {
 		e.t.Fatalf("Start sandbox %s: %v", id, err)
 	}
@@ -160,26 +122,19 @@ func (e *testEnv) startPod(ctx context.Context, r *Runtime, name string) string 
 
 // newContainer writes a bundle for a new container in pod and returns its
 // ID and create options (with a log file).
-func (e *testEnv) newContainer(pod, name string, mutate func(*specs.Spec), args ...string) (string, oci.CreateOptions) {
+func (e *testEnv) newContainer(pod, name string, mutate func(*specs.Spec), args ...string) (string, runtime.CreateOptions) {
 	id := e.newID(name)
 	e.containers = append(e.containers, id)
-	return id, oci.CreateOptions{ID: id, BundleDir: e.bundle(id, pod, mutate, args...), LogPath: filepath.Join(e.dir, id+".log")}
+	return id, runtime.CreateOptions{ID: id, BundleDir: e.bundle(id, pod, mutate, args...), LogPath: filepath.Join(e.dir, id+".log")}
 }
 
-func (e *testEnv) create(ctx context.Context, r *Runtime, opts oci.CreateOptions) int {
+func (e *testEnv) create(ctx context.Context, r *Runtime, opts runtime.CreateOptions) int {
 	e.t.Helper()
-	pid, err := r.Create(ctx, opts)
-	if err != nil {
-		e.t.Fatalf("Create %s: %v", opts.ID, err)
-	}
-	if pid <= 0 {
-		e.t.Fatalf("Create %s returned pid %d", opts.ID, pid)
-	}
-	return pid
+	return testbundle.Create(ctx, e.t, r, opts)
 }
 
 // run creates and starts a container in pod.
-func (e *testEnv) run(ctx context.Context, r *Runtime, pod, name string, mutate func(*specs.Spec), args ...string) (string, oci.CreateOptions) {
+func (e *testEnv) run(ctx context.Context, r *Runtime, pod, name string, mutate func(*specs.Spec), args ...string) (string, runtime.CreateOptions) {
 	e.t.Helper()
 	id, opts := e.newContainer(pod, name, mutate, args...)
 	e.create(ctx, r, opts)
@@ -193,27 +148,13 @@ func (e *testEnv) run(ctx context.Context, r *Runtime, pod, name string, mutate 
 // that nothing is left.
 func (e *testEnv) cleanup() {
 	t := e.t
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := New(e.cfg)
-	if err != nil {
-		t.Errorf("cleanup: New: %v", err)
-		return
-	}
-	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
-		if err := r.Delete(ctx, id); err != nil {
-			t.Errorf("cleanup: Delete %s: %v", id, err)
-		}
-	}
-	if err := r.Close(); err != nil {
-		t.Errorf("cleanup: Close: %v", err)
-	}
+	testbundle.DeleteAll(t, func() (*Runtime, error) { return New(e.cfg) }, append(append([]string(nil), e.containers...), e.pods...))
 	e.assertNoLeaks()
 	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
-		removeCgroup(testCgroupParent + "/" + id)
+		testbundle.RemoveCgroup(t, testCgroupParent+"/"+id)
 	}
-	removeCgroup(shimCgroup)
-	removeCgroup(testCgroupParent)
+	testbundle.RemoveCgroup(t, shimCgroup)
+	testbundle.RemoveCgroup(t, testCgroupParent)
 }
 
 // assertNoLeaks checks that nothing of the test's pods and containers is
@@ -222,14 +163,7 @@ func (e *testEnv) assertNoLeaks() {
 	t := e.t
 	t.Helper()
 	for _, id := range append(append([]string(nil), e.containers...), e.pods...) {
-		var procs []string
-		waitFor(5*time.Second, func() bool {
-			procs = processesOf(id)
-			return len(procs) == 0
-		})
-		if len(procs) > 0 {
-			t.Errorf("processes left for %s: %q", id, procs)
-		}
+		testbundle.CheckNoProcesses(t, id)
 	}
 	for _, pod := range e.pods {
 		if _, err := os.Lstat(e.shimSocket(pod)); !errors.Is(err, os.ErrNotExist) {
@@ -267,36 +201,6 @@ func (e *testEnv) shimSocket(pod string) string {
 	return "/run/containerd/s/" + hex.EncodeToString(sum[:])
 }
 
-// processesOf lists the live processes that have id on their command line
-// or in their cgroup path.
-func processesOf(id string) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err == nil && procState(st) == "Z" {
-			continue // exited, not yet reaped by init
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		cgroup, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
-		if strings.Contains(string(cmdline), id) || strings.Contains(string(cgroup), "/"+id+"\n") {
-			found = append(found, fmt.Sprintf("%d:%s", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
-		}
-	}
-	return found
-}
-
-func procState(stat []byte) string {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+3 > len(stat) {
-		return ""
-	}
-	return string(stat[i+2 : i+3])
-}
-
 // shimsOf lists the pids of running shims started with -id id.
 func shimsOf(id string) []int {
 	var pids []int
@@ -306,7 +210,7 @@ func shimsOf(id string) []int {
 		if err != nil {
 			continue
 		}
-		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err != nil || procState(st) == "Z" {
+		if testbundle.IsZombie(pid) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
@@ -323,44 +227,6 @@ func shimsOf(id string) []int {
 	return pids
 }
 
-func removeCgroup(path string) {
-	entries, _ := os.ReadDir("/sys/fs/cgroup")
-	for _, ent := range entries {
-		_ = os.Remove(filepath.Join("/sys/fs/cgroup", ent.Name(), path))
-	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// waitFor polls cond every 20 ms for up to d and returns its last value.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -371,21 +237,19 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestIntegrationPodLifecycle(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 
 	pod := e.startPod(ctx, r, "pod")
 	sbState, err := r.State(ctx, pod)
-	if err != nil || sbState.Status != oci.StatusRunning || sbState.MonitorPid <= 0 || sbState.Pid <= 0 {
+	if err != nil || sbState.Status != runtime.StatusRunning || sbState.MonitorPid <= 0 || sbState.Pid <= 0 {
 		t.Fatalf("sandbox State = %+v, %v", sbState, err)
 	}
 
 	id, opts := e.newContainer(pod, "life", nil, "sh", "-c", `echo hello; echo oops >&2; printf partial; trap "" TERM; sleep 100`)
 	pid := e.create(ctx, r, opts)
 	st, err := r.State(ctx, id)
-	if err != nil || st.Status != oci.StatusCreated || st.Pid != pid || st.Bundle != opts.BundleDir || st.Created.IsZero() {
+	if err != nil || st.Status != runtime.StatusCreated || st.Pid != pid || st.Bundle != opts.BundleDir || st.Created.IsZero() {
 		t.Fatalf("State after Create = %+v, %v (pid %d)", st, err, pid)
 	}
 	// One shim serves the pod: the container's monitor is the sandbox's.
@@ -406,41 +270,10 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 		t.Errorf("second Create = %v, want ErrAlreadyExists", err)
 	}
 
-	if err := r.Start(ctx, id); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusRunning || st.Pid != pid {
-		t.Fatalf("State after Start = %+v, %v", st, err)
-	}
-	if _, ok, err := r.Exited(id); ok || err != nil {
-		t.Fatalf("Exited while running = %v, %v", ok, err)
-	}
+	testbundle.CheckStart(ctx, t, r, id, pid)
 	// The process ignores SIGTERM: Stop waits out the timeout, then kills.
-	waitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "oops") })
-	const timeout = 700 * time.Millisecond
-	start := time.Now()
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if d := time.Since(start); d < timeout || d > timeout+5*time.Second {
-		t.Errorf("Stop took %v with a %v timeout", d, timeout)
-	}
-	exit, ok, err := r.Exited(id)
-	if err != nil || !ok || exit.Code != 137 {
-		t.Fatalf("Exited after Stop = (%+v, %v, %v), want 137", exit, ok, err)
-	}
-	if exit.ExitedAt.Before(start) || exit.ExitedAt.After(time.Now()) {
-		t.Errorf("ExitedAt %v not within the Stop call (started %v)", exit.ExitedAt, start)
-	}
-	if w, err := r.Wait(ctx, id); err != nil || w.Code != exit.Code || !w.ExitedAt.Equal(exit.ExitedAt) {
-		t.Errorf("Wait after exit = (%+v, %v), want %+v", w, err, exit)
-	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusStopped {
-		t.Errorf("State after Stop = %+v, %v", st, err)
-	}
-	if err := r.Stop(ctx, id, timeout, 0); err != nil {
-		t.Errorf("second Stop: %v", err)
-	}
+	testbundle.WaitFor(5*time.Second, func() bool { return strings.Contains(readFile(t, opts.LogPath), "oops") })
+	testbundle.CheckStopAfterTimeout(ctx, t, r, id)
 	if err := r.ReopenLog(ctx, id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("ReopenLog of a stopped container = %v, want ErrFailedPrecondition", err)
 	}
@@ -457,18 +290,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 		}
 	}
 
-	if err := r.Delete(ctx, id); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
-		t.Errorf("State after Delete = %v, want ErrNotFound", err)
-	}
-	if _, ok, _ := r.Exited(id); ok {
-		t.Error("exit status survived Delete")
-	}
-	if err := r.Delete(ctx, id); err != nil {
-		t.Errorf("second Delete: %v", err)
-	}
+	testbundle.CheckDelete(ctx, t, r, id)
 
 	if err := r.Stop(ctx, pod, 0, syscall.SIGKILL); err != nil {
 		t.Fatalf("Stop sandbox: %v", err)
@@ -495,9 +317,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 // the pod runs, and is shut down when the last one exits, whatever the
 // order; the stopped pod's records answer until Delete.
 func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 
 	pod := e.startPod(ctx, r, "release")
@@ -514,14 +334,14 @@ func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
 	if shims := shimsOf(pod); len(shims) != 1 {
 		t.Fatalf("shims of the pod while a container runs: %v, want one", shims)
 	}
-	if st, err := r.State(ctx, id); err != nil || st.Status != oci.StatusRunning {
+	if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
 		t.Fatalf("container State with the sandbox stopped = %+v, %v", st, err)
 	}
 	// The container exits on its own: the exit watcher releases the shim.
 	if st, err := r.Wait(ctx, id); err != nil || st.Code != 0 {
 		t.Fatalf("Wait = %+v, %v", st, err)
 	}
-	waitFor(10*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
+	testbundle.WaitFor(10*time.Second, func() bool { return len(shimsOf(pod)) == 0 })
 	if shims := shimsOf(pod); len(shims) != 0 {
 		t.Fatalf("shim still running after the pod's last task exited: %v", shims)
 	}
@@ -529,7 +349,7 @@ func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
 		t.Errorf("released shim's socket: %v", err)
 	}
 	for _, cid := range []string{pod, id} {
-		if st, err := r.State(ctx, cid); err != nil || st.Status != oci.StatusStopped {
+		if st, err := r.State(ctx, cid); err != nil || st.Status != runtime.StatusStopped {
 			t.Errorf("State of %s after the release = %+v, %v", cid, st, err)
 		}
 		if _, ok, err := r.Exited(cid); !ok || err != nil {
@@ -558,9 +378,7 @@ func TestIntegrationStoppedPodReleasesShim(t *testing.T) {
 }
 
 func TestIntegrationExitCodes(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 
@@ -619,9 +437,7 @@ func TestIntegrationExitCodes(t *testing.T) {
 }
 
 func TestIntegrationCreateFailure(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	pod := e.startPod(ctx, r, "pod")
 
@@ -641,7 +457,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 	// A sandbox whose runc fails: the shim started for it is stopped.
 	bad := e.newID("badpod")
 	e.pods = append(e.pods, bad)
-	badOpts := oci.CreateOptions{ID: bad, BundleDir: e.bundle(bad, bad, nil, "/bin/nonexistent")}
+	badOpts := runtime.CreateOptions{ID: bad, BundleDir: e.bundle(bad, bad, nil, "/bin/nonexistent")}
 	if _, err := r.Create(ctx, badOpts); err == nil {
 		t.Fatal("Create of a failing sandbox succeeded")
 	}
@@ -668,7 +484,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 	defer r2.Close()
 	other := e.newID("wrongopts")
 	e.pods = append(e.pods, other)
-	_, err = r2.Create(ctx, oci.CreateOptions{ID: other, BundleDir: e.bundle(other, other, nil, "sleep", "10")})
+	_, err = r2.Create(ctx, runtime.CreateOptions{ID: other, BundleDir: e.bundle(other, other, nil, "sleep", "10")})
 	if err == nil || !strings.Contains(err.Error(), "type.googleapis.com/containerd.runc.v1.Options") {
 		t.Fatalf("Create with a wrong options type URL = %v", err)
 	}
@@ -679,9 +495,7 @@ func TestIntegrationCreateFailure(t *testing.T) {
 }
 
 func TestIntegrationUnknownID(t *testing.T) {
-	e := newTestEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := newTestEnv(t, time.Minute)
 	r := e.rt
 	id := e.newID("ghost")
 	if _, err := r.State(ctx, id); !errdefs.IsNotFound(err) {
@@ -693,7 +507,7 @@ func TestIntegrationUnknownID(t *testing.T) {
 	if _, err := r.Wait(ctx, id); !errdefs.IsNotFound(err) {
 		t.Errorf("Wait = %v, want ErrNotFound", err)
 	}
-	if _, err := r.ExecSync(ctx, id, oci.ExecOptions{Args: []string{"true"}}); !errdefs.IsNotFound(err) {
+	if _, err := r.ExecSync(ctx, id, runtime.ExecOptions{Args: []string{"true"}}); !errdefs.IsNotFound(err) {
 		t.Errorf("ExecSync = %v, want ErrNotFound", err)
 	}
 	if err := r.ReopenLog(ctx, id); !errdefs.IsNotFound(err) {

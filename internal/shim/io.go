@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // A container's stdio is a FIFO per stream in its state directory. The
@@ -205,22 +206,11 @@ func startOutput(ctx context.Context, wg *sync.WaitGroup, stream string, r *fifo
 // input, then closes the inputs of those still running and waits for
 // them to stop.
 func waitOutputs(grace time.Duration, outputs []*output) {
-	t := time.NewTimer(grace)
-	defer t.Stop()
+	done := make([]<-chan struct{}, len(outputs))
 	for i, o := range outputs {
-		select {
-		case <-o.done:
-			continue
-		case <-t.C:
-		}
-		for _, o := range outputs[i:] {
-			o.r.Close()
-		}
-		for _, o := range outputs[i:] {
-			<-o.done
-		}
-		return
+		done[i] = o.done
 	}
+	runtime.AwaitDone(grace, 0, done, func(i int) { outputs[i].r.Close() })
 }
 
 // broadcaster hands one output stream to the attached clients. A client

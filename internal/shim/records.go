@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/atomicfile"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // Names under StateDir; see the package documentation.
@@ -56,9 +56,10 @@ type containerRecord struct {
 
 // exitRecord is a container's exit status.
 type exitRecord struct {
-	Version  int       `json:"version"`
-	Code     int32     `json:"code"`
-	ExitedAt time.Time `json:"exitedAt"`
+	Version   int       `json:"version"`
+	Code      int32     `json:"code"`
+	ExitedAt  time.Time `json:"exitedAt"`
+	OOMKilled bool      `json:"oomKilled,omitempty"`
 }
 
 func (r *Runtime) eventsSocket() string { return filepath.Join(r.cfg.StateDir, eventsSocket) }
@@ -99,20 +100,20 @@ func readRecord(path string, v any) error {
 }
 
 // writeExit records a container's exit status in its directory.
-func writeExit(dir string, st oci.ExitStatus) error {
-	return writeRecord(filepath.Join(dir, exitFile), exitRecord{Version: recordVersion, Code: st.Code, ExitedAt: st.ExitedAt})
+func writeExit(dir string, st runtime.ExitStatus) error {
+	return writeRecord(filepath.Join(dir, exitFile), exitRecord{Version: recordVersion, Code: st.Code, ExitedAt: st.ExitedAt, OOMKilled: st.OOMKilled})
 }
 
 // readExit reads the exit status recorded in a container's directory; ok
 // is false when there is none.
-func readExit(dir string) (st oci.ExitStatus, ok bool, err error) {
+func readExit(dir string) (st runtime.ExitStatus, ok bool, err error) {
 	var rec exitRecord
 	err = readRecord(filepath.Join(dir, exitFile), &rec)
 	if errors.Is(err, os.ErrNotExist) {
-		return oci.ExitStatus{}, false, nil
+		return runtime.ExitStatus{}, false, nil
 	}
 	if err != nil {
-		return oci.ExitStatus{}, false, err
+		return runtime.ExitStatus{}, false, err
 	}
-	return oci.ExitStatus{Code: rec.Code, ExitedAt: rec.ExitedAt}, true, nil
+	return runtime.ExitStatus{Code: rec.Code, ExitedAt: rec.ExitedAt, OOMKilled: rec.OOMKilled}, true, nil
 }

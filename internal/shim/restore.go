@@ -16,7 +16,8 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 const (
@@ -97,7 +98,7 @@ func (r *Runtime) restore() {
 	for _, p := range orphans {
 		id := p.id
 		log.G(ctx).Warn("stopping shim of a pod without a sandbox container", "pod", id)
-		sctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		sctx, cancel := context.WithTimeout(ctx, undo.Timeout)
 		if err := r.stopShim(sctx, p); err != nil {
 			log.G(ctx).Error("stop orphaned shim", "pod", id, "err", err)
 		}
@@ -114,7 +115,7 @@ func (r *Runtime) recordIDs(kind string) []string {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && validateID(e.Name()) == nil {
+		if e.IsDir() && runtime.ValidateID(e.Name()) == nil {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -176,7 +177,7 @@ func (r *Runtime) restorePod(ctx context.Context, rec podRecord) *pod {
 	if address != "" {
 		err := r.connect(cctx, p)
 		if err == nil {
-			log.G(ctx).Debug("reconnected to shim", "pod", p.id, "shim_pid", p.proc.pid)
+			log.G(ctx).Debug("reconnected to shim", "pod", p.id, "shim_pid", p.proc.Pid())
 			return p
 		}
 		log.G(ctx).Warn("shim of pod is unreachable; its containers are reported exited", "pod", p.id, "address", address, "err", err)
@@ -228,7 +229,7 @@ func (r *Runtime) restoreContainer(ctx context.Context, rec containerRecord, p *
 	if st, ok, err := readExit(dir); err != nil || ok {
 		if err != nil {
 			log.G(ctx).Error("read recorded exit", "err", err)
-			st = oci.ExitStatus{Code: 255, ExitedAt: time.Now()}
+			st = runtime.ExitStatus{Code: 255, ExitedAt: time.Now()}
 		}
 		c.setExit(st)
 		close(c.watching)
@@ -255,7 +256,7 @@ func (r *Runtime) restoreContainer(ctx context.Context, rec containerRecord, p *
 		// the shim cancels a create whose connection is lost, which may
 		// leave the runtime's state: Delete cleans that up, see
 		// removeTask).
-		st := oci.ExitStatus{Code: 255, ExitedAt: time.Now()}
+		st := runtime.ExitStatus{Code: 255, ExitedAt: time.Now()}
 		if err := writeExit(dir, st); err != nil {
 			log.G(ctx).Error("record container exit", "err", err)
 		}
@@ -280,11 +281,11 @@ func (r *Runtime) restoreContainer(ctx context.Context, rec containerRecord, p *
 		c.io.start(ctx, &r.wg)
 	}
 
-	if stateErr == nil && taskStatus(state.GetStatus()) == oci.StatusStopped {
+	if stateErr == nil && taskStatus(state.GetStatus()) == runtime.StatusStopped {
 		// Exited while the daemon was down: reported at once, so that
 		// Exited answers right after New; the rest of the output is
 		// copied meanwhile.
-		st := oci.ExitStatus{Code: int32(state.GetExitStatus()), ExitedAt: exitTime(state.GetExitedAt().AsTime())}
+		st := runtime.ExitStatus{Code: int32(state.GetExitStatus()), ExitedAt: exitTime(state.GetExitedAt().AsTime())}
 		if err := writeExit(dir, st); err != nil {
 			log.G(ctx).Error("record container exit", "err", err)
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // TestRestoreRecords starts a Runtime on state left by an earlier one
@@ -55,7 +55,7 @@ func TestRestoreRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := writeExit(exitedDir, oci.ExitStatus{Code: 3, ExitedAt: at}); err != nil {
+	if err := writeExit(exitedDir, runtime.ExitStatus{Code: 3, ExitedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +78,7 @@ func TestRestoreRecords(t *testing.T) {
 	if st, ok, err := r.Exited("orphan"); err != nil || !ok || st.Code != 137 {
 		t.Errorf("Exited of a container whose shim is gone = %+v, %v, %v; want 137", st, ok, err)
 	}
-	if st, err := r.State(ctx, "orphan"); err != nil || st.Status != oci.StatusStopped || st.MonitorPid != 0 {
+	if st, err := r.State(ctx, "orphan"); err != nil || st.Status != runtime.StatusStopped || st.MonitorPid != 0 {
 		t.Errorf("State = %+v, %v", st, err)
 	}
 	if st, ok, err := r.Exited("exited"); err != nil || !ok || st.Code != 3 || !st.ExitedAt.Equal(at) {
@@ -181,6 +181,57 @@ func TestNewValidates(t *testing.T) {
 		if r, err := New(cfg); err == nil {
 			r.Close()
 			t.Errorf("New(%+v) succeeded", cfg)
+		}
+	}
+}
+
+// TestRestoreOOM: a restarted Runtime reports an OOM kill from the exit
+// record, and from the <bundle>/oom marker that older records relied on.
+func TestRestoreOOM(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		id, exit string
+		marker   bool
+	}{
+		{"old-marker", `{"version":1,"code":137,"exitedAt":"2026-01-02T03:04:05Z"}`, true},
+		{"recorded", `{"version":1,"code":137,"exitedAt":"2026-01-02T03:04:05Z","oomKilled":true}`, false},
+		{"plain", `{"version":1,"code":137,"exitedAt":"2026-01-02T03:04:05Z"}`, false},
+	} {
+		bundle := filepath.Join(dir, "bundle-"+c.id)
+		cdir := filepath.Join(state, containersDir, c.id)
+		for _, d := range []string{bundle, cdir} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c.marker {
+			if err := os.WriteFile(filepath.Join(bundle, runtime.OOMMarker), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec := containerRecord{Version: recordVersion, ID: c.id, Pod: "gonepod", Bundle: bundle, Created: at}
+		if err := writeRecord(filepath.Join(cdir, containerFile), rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cdir, exitFile), []byte(c.exit), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := New(Config{Name: "restore", ShimPath: "/bin/true", StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for id, want := range map[string]bool{"old-marker": true, "recorded": true, "plain": false} {
+		if st, ok, err := r.Exited(id); err != nil || !ok || st.OOMKilled != want || st.Code != 137 {
+			t.Errorf("Exited(%s) = %+v, %v, %v; want code 137, OOMKilled %v", id, st, ok, err, want)
+		}
+	}
+	for _, id := range []string{"old-marker", "recorded", "plain"} {
+		if err := r.Delete(context.Background(), id); err != nil {
+			t.Errorf("Delete %s: %v", id, err)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Package shim drives a containerd shim v2 binary over ttrpc (the task API
 // containerd.task.v2.Task): Kata Containers' containerd-shim-kata-v2, or
 // containerd-shim-runc-v2, which speaks the same API. It is a runtime
-// handler with the contract of internal/oci.
+// handler with the contract of internal/runtime.
 //
 // One shim serves one pod. The sandbox container's Create starts it; the
 // pod's other containers are created in it, found through the
@@ -29,7 +29,7 @@
 // through which it reads the shim's own log, and the shim writes "address"
 // and its runtime's files (runc-v2: "runtime", "options.json", "init.pid",
 // "log.json"). When the shim reports that a container was killed for lack
-// of memory, podbay creates <bundle>/oom, which oci.OOMKilled reads.
+// of memory, podbay creates <bundle>/oom, which runtime.OOMKilled reads.
 //
 // The shims get the events socket's path as their daemon address
 // (-address); runc-v2 and Kata name their own sockets after it:
@@ -51,7 +51,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -59,6 +58,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // Defaults for the zero values of the corresponding Config fields.
@@ -69,8 +69,6 @@ const (
 )
 
 const (
-	// cleanupTimeout bounds each rollback and cleanup.
-	cleanupTimeout = 30 * time.Second
 	// killWait bounds the wait for a container to die after SIGKILL.
 	killWait = 10 * time.Second
 	// drainTimeout is how long an exit waits for the container's output
@@ -126,7 +124,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
 	}
-	if !idPattern.MatchString(c.Namespace) {
+	if !runtime.ValidName(c.Namespace) {
 		return c, fmt.Errorf("namespace %q: %w", c.Namespace, errdefs.ErrInvalidArgument)
 	}
 	if c.CommandTimeout <= 0 {
@@ -137,6 +135,8 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+var _ runtime.Runtime = (*Runtime)(nil)
 
 // Runtime drives one shim runtime handler. It is safe for concurrent use;
 // calls for the same container ID must be serialized by the caller (the
@@ -234,20 +234,9 @@ func (r *Runtime) Close() error {
 	return r.closeErr
 }
 
-// idPattern is runc's rule for container IDs; it keeps IDs safe as file
-// names in StateDir.
-var idPattern = regexp.MustCompile(`^[\w+\-.]+$`)
-
-func validateID(id string) error {
-	if id == "." || id == ".." || !idPattern.MatchString(id) {
-		return fmt.Errorf("invalid container ID %q: %w", id, errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
 // lookup returns the container with id, or an error wrapping ErrNotFound.
 func (r *Runtime) lookup(id string) (*container, error) {
-	if err := validateID(id); err != nil {
+	if err := runtime.ValidateID(id); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -278,19 +267,6 @@ func timedOut(ctx, cctx context.Context, timeout time.Duration, err error) error
 		return fmt.Errorf("no answer within the runtime handler's timeout (%s): %w", timeout, err)
 	}
 	return fmt.Errorf("no answer within the runtime handler's timeout (%s): %w: %v", timeout, context.DeadlineExceeded, err)
-}
-
-// onError runs undo when *errp is set at return, on a context that
-// outlives the caller's cancellation but stays bounded.
-func onError(ctx context.Context, errp *error, step string, undo func(context.Context) error) {
-	if *errp == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := undo(ctx); err != nil {
-		log.G(ctx).Error("rollback step failed", "step", step, "err", err)
-	}
 }
 
 // removeIfExists removes path, which need not exist.

@@ -20,8 +20,10 @@ import (
 	"github.com/containerd/ttrpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 // Files of the shim in the sandbox bundle, its working directory.
@@ -32,7 +34,7 @@ const (
 
 // shimBundleFiles are the files a runc-v2 shim leaves in a container's
 // bundle, removed when the container is deleted.
-var shimBundleFiles = []string{"runtime", "options.json", "init.pid", "log.json", "oom"}
+var shimBundleFiles = []string{"runtime", "options.json", "init.pid", "log.json", runtime.OOMMarker}
 
 // pod is one pod's shim.
 type pod struct {
@@ -44,7 +46,7 @@ type pod struct {
 
 	// proc is the shim process, set once connected and not changed
 	// afterwards; nil when the shim was gone before it could be reached.
-	proc *process
+	proc *runtime.Process
 	log  *fifoReader // the shim's log FIFO, nil if not open
 
 	mu      sync.Mutex
@@ -91,7 +93,7 @@ func (p *pod) markDead() { p.deadOnce.Do(func() { close(p.dead) }) }
 func (p *pod) record() podRecord {
 	rec := podRecord{Version: recordVersion, ID: p.id, Bundle: p.bundle, Address: p.shimAddress()}
 	if p.proc != nil {
-		rec.Pid = p.proc.pid
+		rec.Pid = p.proc.Pid()
 	}
 	return rec
 }
@@ -176,7 +178,7 @@ func (p *pod) disconnect() {
 	}
 	p.mu.Unlock()
 	if p.proc != nil {
-		p.proc.close()
+		p.proc.Close()
 	}
 	if p.log != nil {
 		p.log.Close()
@@ -188,7 +190,7 @@ func (p *pod) shimPid() int {
 	if p.proc == nil || p.isDead() {
 		return 0
 	}
-	return p.proc.pid
+	return p.proc.Pid()
 }
 
 // startShim runs the shim's start command in the sandbox bundle, connects
@@ -203,7 +205,7 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string) (_ *
 		return nil, err
 	}
 	// Registered first: whatever the start command got done is undone.
-	defer onError(ctx, &retErr, "stop shim", func(ctx context.Context) error {
+	defer undo.OnError(ctx, &retErr, "stop shim", func(ctx context.Context) error {
 		return r.stopShim(ctx, p)
 	})
 	// Recorded before the shim starts, so that a restarted daemon finds
@@ -241,14 +243,14 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string) (_ *
 	}
 	// Before any task: what the shim starts from now on is born there.
 	if cgroup != "" {
-		if err := oci.MoveToCgroup(p.proc.pid, cgroup); err != nil {
-			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.pid, cgroup, err)
+		if err := cgroups.MoveProcess(p.proc.Pid(), cgroup); err != nil {
+			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.Pid(), cgroup, err)
 		}
 	}
 	if err := writeRecord(filepath.Join(p.dir, podFile), p.record()); err != nil {
 		return nil, err
 	}
-	log.G(ctx).Info("shim started", "pod", id, "address", address, "shim_pid", p.proc.pid)
+	log.G(ctx).Info("shim started", "pod", id, "address", address, "shim_pid", p.proc.Pid())
 	return p, nil
 }
 
@@ -295,7 +297,7 @@ func (r *Runtime) shimArgs(ctx context.Context, id string) []string {
 func (r *Runtime) shimCommand(dir string, args []string) *exec.Cmd {
 	cmd := exec.Command(r.cfg.ShimPath, args...)
 	cmd.Dir = dir
-	cmd.Env = append(shimEnv(os.Environ()),
+	cmd.Env = append(shimEnv(),
 		"PWD="+dir,
 		"TTRPC_ADDRESS="+r.eventsSocket(),
 		"GRPC_ADDRESS="+r.eventsSocket(),
@@ -309,24 +311,6 @@ func (r *Runtime) shimCommand(dir string, args []string) *exec.Cmd {
 	// that did must not hold the command up.
 	cmd.WaitDelay = time.Second
 	return cmd
-}
-
-// shimEnv returns the daemon's environment for a shim, without what
-// describes the daemon itself (socket activation, its working directory)
-// or is set for the shim.
-func shimEnv(environ []string) []string {
-	env := make([]string, 0, len(environ))
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, "LISTEN_"), strings.HasPrefix(name, "_OCI_"):
-		case name == "NOTIFY_SOCKET", name == "PWD", name == "TTRPC_ADDRESS", name == "GRPC_ADDRESS",
-			name == "NAMESPACE", name == "MAX_SHIM_VERSION":
-		default:
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // runBounded runs cmd until it exits or ctx ends; then its process group
@@ -373,7 +357,7 @@ func (r *Runtime) connect(ctx context.Context, p *pod) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", rpcError(err))
 	}
-	proc, err := openProcess(int(resp.ShimPid))
+	proc, err := runtime.OpenProcess(int(resp.ShimPid))
 	if err != nil {
 		return fmt.Errorf("shim process %d: %w", resp.ShimPid, err)
 	}
@@ -389,14 +373,14 @@ func (r *Runtime) monitorShim(p *pod) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		if err := p.proc.wait(); err != nil {
+		if err := p.proc.Wait(); err != nil {
 			return // closed: the Runtime or the pod stops watching
 		}
 		p.markDead()
 		if p.stopping.Load() {
-			log.G(p.ctx).Debug("shim exited", "shim_pid", p.proc.pid)
+			log.G(p.ctx).Debug("shim exited", "shim_pid", p.proc.Pid())
 		} else {
-			log.G(p.ctx).Warn("shim died; its containers are reported exited", "shim_pid", p.proc.pid)
+			log.G(p.ctx).Warn("shim died; its containers are reported exited", "shim_pid", p.proc.Pid())
 		}
 		p.closeClient()
 		if err := removeShimSocket(p.shimAddress()); err != nil {
@@ -456,12 +440,12 @@ func (r *Runtime) stopShim(ctx context.Context, p *pod) error {
 			}
 		}
 		if !waitClosed(ctx, p.dead, shimExitGrace) {
-			log.G(ctx).Warn("shim did not exit after shutdown, killing it", "pod", p.id, "shim_pid", p.proc.pid)
-			if err := p.proc.signal(syscall.SIGKILL); err != nil {
-				return fmt.Errorf("kill shim %d: %w", p.proc.pid, err)
+			log.G(ctx).Warn("shim did not exit after shutdown, killing it", "pod", p.id, "shim_pid", p.proc.Pid())
+			if err := p.proc.Signal(syscall.SIGKILL); err != nil {
+				return fmt.Errorf("kill shim %d: %w", p.proc.Pid(), err)
 			}
 			if !waitClosed(ctx, p.dead, killWait) {
-				return fmt.Errorf("shim %d still running %v after SIGKILL", p.proc.pid, killWait)
+				return fmt.Errorf("shim %d still running %v after SIGKILL", p.proc.Pid(), killWait)
 			}
 		}
 	}
@@ -506,21 +490,21 @@ func waitClosed(ctx context.Context, ch <-chan struct{}, d time.Duration) bool {
 // the shim binary deletes what is left of the task (runc-v2: `runc delete
 // --force`, which kills what still runs and removes runc's state, that of
 // a create cut short included). Then the container's cgroup is removed if
-// still there (see removeTaskCgroup). It returns the exit status the
+// still there (see runtime.RemoveSpecCgroup). It returns the exit status the
 // command reports (128+SIGKILL).
 //
 // The runc-v2 shim finds the bundle as <working directory>/../<id>
 // (containerd's layout); the command runs in a directory made for it next
 // to a link by that name to the bundle. Newer shims read -bundle.
-func (r *Runtime) deleteDeadTask(ctx context.Context, id, bundle string) (oci.ExitStatus, error) {
-	exit := oci.ExitStatus{Code: 128 + int32(syscall.SIGKILL), ExitedAt: time.Now()}
+func (r *Runtime) deleteDeadTask(ctx context.Context, id, bundle string) (runtime.ExitStatus, error) {
+	exit := runtime.ExitStatus{Code: 128 + int32(syscall.SIGKILL), ExitedAt: time.Now()}
 	if _, err := os.Stat(filepath.Join(bundle, "config.json")); err != nil {
 		// Nothing left that the shim could clean up from.
 		log.G(ctx).Warn("bundle of a dead shim's task is gone; skipping its cleanup", "id", id, "bundle", bundle, "err", err)
 		return exit, nil
 	}
 	exit, err := r.runShimDelete(ctx, id, bundle, exit)
-	if cerr := removeTaskCgroup(ctx, bundle); cerr != nil {
+	if cerr := runtime.RemoveSpecCgroup(ctx, bundle); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	return exit, err
@@ -528,7 +512,7 @@ func (r *Runtime) deleteDeadTask(ctx context.Context, id, bundle string) (oci.Ex
 
 // runShimDelete runs the shim binary's delete for task id (see
 // deleteDeadTask) and returns the exit status it reports, else exit.
-func (r *Runtime) runShimDelete(ctx context.Context, id, bundle string, exit oci.ExitStatus) (oci.ExitStatus, error) {
+func (r *Runtime) runShimDelete(ctx context.Context, id, bundle string, exit runtime.ExitStatus) (runtime.ExitStatus, error) {
 	dir, err := os.MkdirTemp(r.cfg.StateDir, cleanupDirPrefix)
 	if err != nil {
 		return exit, err
@@ -561,4 +545,11 @@ func (r *Runtime) runShimDelete(ctx context.Context, id, bundle string, exit oci
 		}
 	}
 	return exit, nil
+}
+
+// shimEnv returns the daemon's environment for a shim, without what
+// describes the daemon itself (socket activation, its working directory)
+// or is set for the shim.
+func shimEnv() []string {
+	return runtime.MonitorEnv(os.Environ(), "PWD", "TTRPC_ADDRESS", "GRPC_ADDRESS", "NAMESPACE", "MAX_SHIM_VERSION")
 }

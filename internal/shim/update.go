@@ -2,7 +2,6 @@ package shim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -12,11 +11,11 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // Update changes the resources of container id through the shim and
-// records them in the bundle's config.json (as oci.Runtime.Update does),
+// records them in the bundle's config.json (as runtime.Runtime.Update does),
 // so that whoever reads the bundle later sees the new values. Fields left
 // nil keep their value. An unknown ID gives an error wrapping
 // errdefs.ErrNotFound, a stopped container errdefs.ErrFailedPrecondition;
@@ -26,19 +25,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	if err != nil {
 		return fmt.Errorf("update container: %w", err)
 	}
-	if res == nil {
-		return fmt.Errorf("update container %s: no resources: %w", id, errdefs.ErrInvalidArgument)
-	}
-	st, err := r.State(ctx, id)
-	if err != nil {
-		return fmt.Errorf("update container %s: %w", id, err)
-	}
-	switch st.Status {
-	case oci.StatusCreated, oci.StatusRunning, oci.StatusPaused:
-	default:
-		return fmt.Errorf("update container %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
-	}
-	data, err := json.Marshal(res)
+	bundle, data, err := runtime.ResourcesUpdate(ctx, r, id, res)
 	if err != nil {
 		return fmt.Errorf("update container %s: %w", id, err)
 	}
@@ -57,7 +44,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	}
 	// After the shim: a value it refused must not be recorded. A
 	// failure here leaves the two apart until the caller's retry.
-	if err := oci.UpdateSpecResources(filepath.Join(c.rec.Bundle, "config.json"), data); err != nil {
+	if err := runtime.UpdateSpecResources(filepath.Join(bundle, "config.json"), data); err != nil {
 		return fmt.Errorf("update container %s: record resources in config.json: %w", id, err)
 	}
 	log.G(ctx).Debug("container resources updated", "id", id)

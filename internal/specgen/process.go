@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/podbay/podbay/internal/environ"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -39,9 +40,9 @@ func processArgs(command, args, entrypoint, cmd []string) ([]string, error) {
 func processEnv(image []string, cri []KeyValue, hostname string) ([]string, error) {
 	env := []string{defaultPath}
 	if hostname != "" {
-		env = mergeEnv(env, []string{"HOSTNAME=" + hostname})
+		env = environ.Merge(env, []string{"HOSTNAME=" + hostname})
 	}
-	env = mergeEnv(env, image)
+	env = environ.Merge(env, image)
 	overrides := make([]string, 0, len(cri))
 	for _, kv := range cri {
 		if kv.Key == "" || strings.Contains(kv.Key, "=") {
@@ -49,41 +50,7 @@ func processEnv(image []string, cri []KeyValue, hostname string) ([]string, erro
 		}
 		overrides = append(overrides, kv.Key+"="+kv.Value)
 	}
-	return mergeEnv(env, overrides), nil
-}
-
-// mergeEnv returns base with overrides applied: KEY=VALUE replaces KEY in
-// place or appends it, a bare KEY removes it.
-func mergeEnv(base, overrides []string) []string {
-	out := append([]string(nil), base...)
-	index := make(map[string]int, len(out))
-	for i, e := range out {
-		k, _, _ := strings.Cut(e, "=")
-		index[k] = i
-	}
-	for _, e := range overrides {
-		k, _, assigns := strings.Cut(e, "=")
-		i, exists := index[k]
-		switch {
-		case k == "":
-			continue
-		case !assigns && exists:
-			out = append(out[:i], out[i+1:]...)
-			delete(index, k)
-			for key, j := range index {
-				if j > i {
-					index[key] = j - 1
-				}
-			}
-		case !assigns:
-		case exists:
-			out[i] = e
-		default:
-			index[k] = len(out)
-			out = append(out, e)
-		}
-	}
-	return out
+	return environ.Merge(env, overrides), nil
 }
 
 // processCwd is the container's working directory, else the image's,

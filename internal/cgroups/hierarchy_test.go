@@ -1,12 +1,13 @@
-package oci
+package cgroups
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 )
 
-func TestParseCgroupMounts(t *testing.T) {
+func TestParseMounts(t *testing.T) {
 	// This host's layout: cgroup v1 controllers, a named systemd hierarchy
 	// and a cgroup2 mount at unified; plus noise.
 	mountinfo := `22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
@@ -20,27 +21,30 @@ func TestParseCgroupMounts(t *testing.T) {
 43 31 0:39 / /mnt/with\040space rw - cgroup cgroup rw,cpuset,cpu
 malformed line
 `
-	got, err := parseCgroupMounts(strings.NewReader(mountinfo))
+	got, err := ParseMounts(strings.NewReader(mountinfo))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []cgroupMount{
-		{dir: "/sys/fs/cgroup/cpu"},
-		{dir: "/sys/fs/cgroup/cpuset", cpuset: true},
-		{dir: "/sys/fs/cgroup/memory"},
-		{dir: "/sys/fs/cgroup/systemd"},
-		{dir: "/sys/fs/cgroup/unified"},
-		{dir: "/mnt/with space", cpuset: true},
+	want := []Mount{
+		{Dir: "/sys/fs/cgroup/cpu"},
+		{Dir: "/sys/fs/cgroup/cpuset", Cpuset: true},
+		{Dir: "/sys/fs/cgroup/memory"},
+		{Dir: "/sys/fs/cgroup/systemd"},
+		{Dir: "/sys/fs/cgroup/unified"},
+		{Dir: "/mnt/with space", Cpuset: true},
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("parseCgroupMounts =\n%+v\nwant\n%+v", got, want)
+		t.Errorf("ParseMounts =\n%+v\nwant\n%+v", got, want)
 	}
 }
 
-func TestMoveToCgroupRejectsRoot(t *testing.T) {
+func TestWritersRejectRoot(t *testing.T) {
 	for _, p := range []string{"/", "", "/.."} {
-		if err := MoveToCgroup(1, p); err == nil {
-			t.Errorf("MoveToCgroup(%q) accepted the root cgroup", p)
+		if err := MoveProcess(1, p); err == nil {
+			t.Errorf("MoveProcess(%q) accepted the root cgroup", p)
+		}
+		if err := Remove(context.Background(), p); err == nil {
+			t.Errorf("Remove(%q) accepted the root cgroup", p)
 		}
 	}
 }

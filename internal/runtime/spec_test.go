@@ -1,12 +1,98 @@
-package oci
+package runtime
 
 import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
+
+func TestExecProcess(t *testing.T) {
+	rlimits := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}}
+	caps := &specs.LinuxCapabilities{Bounding: []string{"CAP_KILL"}, Effective: []string{"CAP_KILL"}}
+	base := func() *specs.Process {
+		return &specs.Process{
+			Terminal:        true,
+			ConsoleSize:     &specs.Box{Height: 24, Width: 80},
+			User:            specs.User{UID: 1000, GID: 1000, AdditionalGids: []uint32{5}},
+			Args:            []string{"/pause"},
+			Env:             []string{"PATH=/bin", "FOO=container"},
+			Cwd:             "/work",
+			Capabilities:    caps,
+			Rlimits:         rlimits,
+			NoNewPrivileges: true,
+			ApparmorProfile: "podbay-default",
+			SelinuxLabel:    "system_u:system_r:container_t:s0:c1,c2",
+		}
+	}
+	// want returns the process an exec with no options gets.
+	want := func(args ...string) *specs.Process {
+		p := base()
+		p.Terminal, p.ConsoleSize, p.Args = false, nil, args
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		opts ExecOptions
+		want func() *specs.Process
+	}{
+		{name: "container settings", opts: ExecOptions{Args: []string{"ls", "-l"}}, want: func() *specs.Process { return want("ls", "-l") }},
+		{
+			name: "env merged",
+			opts: ExecOptions{Args: []string{"env"}, Env: []string{"FOO=exec", "BAR=1", "FOO=last"}},
+			want: func() *specs.Process {
+				p := want("env")
+				p.Env = []string{"PATH=/bin", "FOO=last", "BAR=1"}
+				return p
+			},
+		},
+		{
+			name: "cwd",
+			opts: ExecOptions{Args: []string{"pwd"}, Cwd: "/tmp"},
+			want: func() *specs.Process { p := want("pwd"); p.Cwd = "/tmp"; return p },
+		},
+		{
+			name: "user",
+			opts: ExecOptions{Args: []string{"id"}, User: &specs.User{UID: 0, GID: 0}},
+			want: func() *specs.Process { p := want("id"); p.User = specs.User{}; return p },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := base()
+			got, err := ExecProcess(b, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := tc.want(); !reflect.DeepEqual(got, w) {
+				t.Errorf("ExecProcess =\n%+v\nwant\n%+v", got, w)
+			}
+			if !reflect.DeepEqual(b, base()) {
+				t.Errorf("container process changed: %+v", b)
+			}
+			// What the runtime reads: no terminal, the container's labels.
+			data, _ := json.Marshal(got)
+			for _, s := range []string{`"apparmorProfile":"podbay-default"`, `"noNewPrivileges":true`, `"selinuxLabel":`, `"rlimits":`} {
+				if !strings.Contains(string(data), s) {
+					t.Errorf("process spec %s lacks %s", data, s)
+				}
+			}
+			if strings.Contains(string(data), `"terminal"`) || strings.Contains(string(data), `"consoleSize"`) {
+				t.Errorf("process spec %s asks for a terminal", data)
+			}
+		})
+	}
+
+	if _, err := ExecProcess(nil, ExecOptions{Args: []string{"true"}}); err == nil {
+		t.Error("ExecProcess without a container process succeeded")
+	}
+	if p, _ := ExecProcess(&specs.Process{}, ExecOptions{Args: []string{"true"}}); p.Cwd != "/" {
+		t.Errorf("cwd without one in the spec = %q, want /", p.Cwd)
+	}
+}
 
 func TestMergeSpecResources(t *testing.T) {
 	for _, tc := range []struct {

@@ -1,0 +1,212 @@
+package cgroups
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The functions in this file write: they place a runtime's monitor process
+// (conmon, a shim) in a cgroup and remove a container's cgroup that its
+// runtime lost track of. Every mounted hierarchy is used, whatever Mode.
+
+// Mount is one mounted cgroup hierarchy.
+type Mount struct {
+	Dir    string // mount point
+	Cpuset bool   // a v1 hierarchy with the cpuset controller
+}
+
+// removeWait bounds the wait for a cgroup's killed processes to leave it.
+const removeWait = 5 * time.Second
+
+// MoveProcess moves pid into the cgroup at path (relative to each
+// hierarchy's root) in every mounted cgroup hierarchy, v1 and v2, creating
+// directories where missing. New v1 cpuset cgroups get their parent's
+// cpus and mems, without which no process may join them.
+func MoveProcess(pid int, path string) error {
+	rel, err := relPath(path)
+	if err != nil {
+		return err
+	}
+	mounts, err := selfMounts()
+	if err != nil {
+		return err
+	}
+	if len(mounts) == 0 {
+		return errors.New("no cgroup hierarchy mounted")
+	}
+	for _, m := range mounts {
+		dir := m.Dir
+		for elem := range strings.SplitSeq(strings.TrimPrefix(rel, "/"), "/") {
+			parent := dir
+			dir = filepath.Join(dir, elem)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return err
+			}
+			if m.Cpuset {
+				if err := inheritCpuset(parent, dir); err != nil {
+					return err
+				}
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove removes the cgroup at path (relative to each hierarchy's root)
+// in every mounted hierarchy, killing the processes left in it. A cgroup
+// that is gone counts as removed.
+func Remove(ctx context.Context, path string) error {
+	rel, err := relPath(path)
+	if err != nil {
+		return err
+	}
+	mounts, err := selfMounts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		if err := removeDir(ctx, filepath.Join(m.Dir, rel)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// relPath cleans a cgroup path and refuses the root.
+func relPath(path string) (string, error) {
+	rel := filepath.Clean("/" + path)
+	if rel == "/" {
+		return "", fmt.Errorf("cgroup path %q names the root", path)
+	}
+	return rel, nil
+}
+
+// selfMounts returns the cgroup hierarchies mounted in the daemon's mount
+// namespace.
+func selfMounts() ([]Mount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseMounts(f)
+}
+
+// removeDir kills the processes in the cgroup at dir and removes it.
+func removeDir(ctx context.Context, dir string) error {
+	deadline := time.Now().Add(removeWait)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, field := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		err = os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("remove cgroup %s: %w", dir, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func inheritCpuset(parent, dir string) error {
+	for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
+		cur, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(cur)) > 0 {
+			continue
+		}
+		val, err := os.ReadFile(filepath.Join(parent, file))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), val, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseMounts returns the cgroup and cgroup2 mounts in a
+// /proc/<pid>/mountinfo, one per mount point.
+func ParseMounts(r io.Reader) ([]Mount, error) {
+	var mounts []Mount
+	seen := make(map[string]bool)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		// 36 35 0:31 / /sys/fs/cgroup/cpuset rw,nosuid - cgroup cgroup rw,cpuset
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		fields, tail := strings.Fields(pre), strings.Fields(post)
+		if len(fields) < 5 || len(tail) < 1 {
+			continue
+		}
+		fstype, dir := tail[0], unescapeMountinfo(fields[4])
+		if (fstype != "cgroup" && fstype != "cgroup2") || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		m := Mount{Dir: dir}
+		if fstype == "cgroup" && len(tail) >= 3 {
+			for opt := range strings.SplitSeq(tail[2], ",") {
+				if opt == "cpuset" {
+					m.Cpuset = true
+				}
+			}
+		}
+		mounts = append(mounts, m)
+	}
+	return mounts, sc.Err()
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space…) that
+// mountinfo uses in paths.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,78 @@
+package runtime
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestProcessExited(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep: %v", err)
+	}
+	p, err := OpenProcess(cmd.Process.Pid)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("OpenProcess: %v", err)
+	}
+	defer p.Close()
+	if p.Exited() {
+		t.Fatal("running process reported exited")
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped yet: with a pidfd, a zombie counts as exited.
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return for a killed process")
+	}
+	if !p.Exited() {
+		t.Error("killed process not reported exited")
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Errorf("Signal to an exited process: %v", err)
+	}
+	cmd.Wait()
+}
+
+func TestProcessWaitReturnsOnClose(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	p, err := OpenProcess(cmd.Process.Pid)
+	if err != nil {
+		t.Fatalf("OpenProcess: %v", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	time.Sleep(20 * time.Millisecond)
+	p.Close()
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Error("Wait after Close returned nil")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return after Close")
+	}
+}
+
+func TestOpenProcessGone(t *testing.T) {
+	for _, pid := range []int{0, -1} {
+		if _, err := OpenProcess(pid); err == nil {
+			t.Errorf("OpenProcess(%d) succeeded", pid)
+		}
+	}
+}
