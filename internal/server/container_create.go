@@ -199,7 +199,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		Terminal:      cfg.GetTty(),
 		Stdin:         cfg.GetStdin(),
 		StdinOnce:     cfg.GetStdinOnce(),
-		MonitorCgroup: s.conmonCgroup(),
+		MonitorCgroup: s.monitorCgroup(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", err)

@@ -3,53 +3,13 @@ package server
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/runtime"
 )
-
-// ExecSync runs a command in a running container and returns its output
-// and exit code. A command that outlives the timeout is killed, with
-// everything it started, and reported as exit code -1 with "command timed
-// out" on stderr (CRI-O's answer; the kubelet's client turns a non-zero
-// exit into a probe failure).
-func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
-	if len(req.GetCmd()) == 0 {
-		return nil, errInvalid("exec command is required")
-	}
-	if req.GetTimeout() < 0 {
-		return nil, errInvalid("exec timeout must not be negative")
-	}
-	c, err := s.containers.Get(req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	rec := c.Record()
-	if rec.State != container.StateRunning {
-		return nil, fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
-	}
-	rt, err := s.runtimeForContainer(rec)
-	if err != nil {
-		return nil, err
-	}
-	res, err := rt.ExecSync(ctx, c.ID, runtime.ExecOptions{
-		Args:    req.GetCmd(),
-		Timeout: time.Duration(req.GetTimeout()) * time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
-	stderr := res.Stderr
-	if res.TimedOut {
-		stderr = append(stderr, []byte(fmt.Sprintf("command timed out after %ds\n", req.GetTimeout()))...)
-	}
-	return &runtimeapi.ExecSyncResponse{Stdout: res.Stdout, Stderr: stderr, ExitCode: res.ExitCode}, nil
-}
 
 // Exec returns the URL of an interactive exec session in a running
 // container on the streaming server; the command runs when the client
@@ -98,25 +58,4 @@ func (s *Server) runningContainer(id string) (*container.Container, error) {
 		return nil, fmt.Errorf("container %s is %s, not running: %w", c.ID, st, errdefs.ErrFailedPrecondition)
 	}
 	return c, nil
-}
-
-// ReopenContainerLog makes conmon reopen the container's log file, after
-// the kubelet rotated it.
-func (s *Server) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	rec := c.Record()
-	if rec.State != container.StateRunning {
-		return nil, fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
-	}
-	rt, err := s.runtimeForContainer(rec)
-	if err != nil {
-		return nil, err
-	}
-	if err := rt.ReopenLog(ctx, c.ID); err != nil {
-		return nil, err
-	}
-	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }

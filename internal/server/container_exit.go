@@ -57,3 +57,11 @@ func (s *Server) recordExit(ctx context.Context, c *container.Container, st runt
 	s.forgetStats("task:" + rec.ID)
 	log.G(ctx).Info("container exited", "exitCode", st.Code, "reason", reason)
 }
+
+func (s *Server) oomKilled(cgroupPath string) bool {
+	if s.cgroups == nil {
+		return false
+	}
+	killed, err := s.cgroups.OOMKilled(cgroupPath)
+	return err == nil && killed
+}

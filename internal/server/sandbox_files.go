@@ -1,17 +1,13 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"unicode"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/podbay/podbay/internal/atomicfile"
 )
 
 // sandboxFiles are the per-pod files the sandbox and, later, its containers
@@ -91,19 +87,4 @@ func resolvConf(dns *runtimeapi.DNSConfig) ([]byte, error) {
 		fmt.Fprintf(&b, "options %s\n", strings.Join(dns.GetOptions(), " "))
 	}
 	return []byte(b.String()), nil
-}
-
-// writeBundle writes spec as <dir>/config.json, atomically.
-func writeBundle(dir string, spec *specs.Spec) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create bundle dir: %w", err)
-	}
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode OCI spec: %w", err)
-	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, "config.json"), data, 0o600); err != nil {
-		return fmt.Errorf("write OCI spec: %w", err)
-	}
-	return nil
 }

@@ -257,38 +257,11 @@ func (s *Server) save(rec sandbox.Record) error {
 	return nil
 }
 
-// rollback runs the undo steps of a failed operation in reverse order.
-// Once a step fails, the steps after it (which release what was acquired
-// earlier) are skipped: a CNI DEL that failed still needs the namespace to
-// be pinned when it is retried, or the bridge plugin cannot find what to
-// release. The caller keeps its record so the undo can be finished later.
-type rollback struct {
-	failed bool
-}
-
-// onError runs undo when *errp is set at return and no earlier undo step
-// failed, on a context that outlives the caller's cancellation, keeps its
-// log fields, and stays bounded.
-func (rb *rollback) onError(ctx context.Context, errp *error, step string, undo func(context.Context) error) {
-	if *errp == nil {
-		return
-	}
-	if rb.failed {
-		log.G(ctx).Warn("rollback step skipped after an earlier one failed; kept for recovery", "step", step)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := undo(ctx); err != nil {
-		rb.failed = true
-		log.G(ctx).Error("rollback step failed", "step", step, "err", err)
-	}
-}
-
-// conmonCgroup is where conmon monitors live: out of the daemon's own
-// cgroup, so a service manager stopping podbayd does not take the pods'
-// monitors with it.
-func (s *Server) conmonCgroup() string { return path.Join(s.cfg.DefaultCgroupParent, "conmon") }
+// monitorCgroup is where the per-container monitors live (conmon for oci
+// handlers, the shim for vm handlers): out of the daemon's own cgroup, so
+// a service manager stopping podbayd does not take the pods' monitors with
+// it. The cgroup keeps its historical name, "conmon".
+func (s *Server) monitorCgroup() string { return path.Join(s.cfg.DefaultCgroupParent, "conmon") }
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
 	if rt, ok := s.runtimes[handler]; ok {

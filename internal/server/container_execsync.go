@@ -1,0 +1,51 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
+)
+
+// ExecSync runs a command in a running container and returns its output
+// and exit code. A command that outlives the timeout is killed, with
+// everything it started, and reported as exit code -1 with "command timed
+// out" on stderr (CRI-O's answer; the kubelet's client turns a non-zero
+// exit into a probe failure).
+func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if len(req.GetCmd()) == 0 {
+		return nil, errInvalid("exec command is required")
+	}
+	if req.GetTimeout() < 0 {
+		return nil, errInvalid("exec timeout must not be negative")
+	}
+	c, err := s.containers.Get(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	rec := c.Record()
+	if rec.State != container.StateRunning {
+		return nil, fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
+	}
+	rt, err := s.runtimeForContainer(rec)
+	if err != nil {
+		return nil, err
+	}
+	res, err := rt.ExecSync(ctx, c.ID, runtime.ExecOptions{
+		Args:    req.GetCmd(),
+		Timeout: time.Duration(req.GetTimeout()) * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stderr := res.Stderr
+	if res.TimedOut {
+		stderr = append(stderr, []byte(fmt.Sprintf("command timed out after %ds\n", req.GetTimeout()))...)
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: res.Stdout, Stderr: stderr, ExitCode: res.ExitCode}, nil
+}

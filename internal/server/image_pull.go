@@ -1,0 +1,30 @@
+package server
+
+import (
+	"context"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/image"
+)
+
+// PullImage pulls an image with the request's credentials and returns its
+// ID, which the kubelet passes back in CreateContainer.
+func (s *imageService) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	ref := req.GetImage().GetImage()
+	if ref == "" {
+		return nil, errInvalid("image reference is required")
+	}
+	var auth *image.Auth
+	if a := req.GetAuth(); a != nil {
+		auth = &image.Auth{
+			Username: a.GetUsername(), Password: a.GetPassword(), Auth: a.GetAuth(),
+			IdentityToken: a.GetIdentityToken(), RegistryToken: a.GetRegistryToken(),
+		}
+	}
+	img, err := s.store.Pull(ctx, ref, auth)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: imageID(img.ID)}, nil
+}

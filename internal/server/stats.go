@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/cgroups"
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// CgroupReader reads cgroup statistics; internal/cgroups implements it.
+type CgroupReader interface {
+	Stats(path string) (*cgroups.Stats, error)
+	OOMKilled(path string) (bool, error)
+}
+
+// statsCache keeps each cgroup's (or runtime task's) previous sample, for
+// CPU rates.
+type statsCache struct {
+	mu   sync.Mutex
+	prev map[string]*cgroups.Stats // by cgroup path, or "task:"+ID; guarded by mu
+}
+
+// sample reads path and returns it with the CPU rate since the previous
+// sample (0 the first time).
+func (s *Server) sample(path string) (*cgroups.Stats, uint64, error) {
+	if s.cgroups == nil {
+		return nil, 0, fmt.Errorf("cgroup statistics: %w", errdefs.ErrUnavailable)
+	}
+	return s.rate(path, func() (*cgroups.Stats, error) { return s.cgroups.Stats(path) })
+}
+
+// rate reads a sample with read and returns it with the CPU rate since the
+// previous sample under the same key (0 the first time).
+func (s *Server) rate(key string, read func() (*cgroups.Stats, error)) (*cgroups.Stats, uint64, error) {
+	cur, err := read()
+	if err != nil {
+		return nil, 0, err
+	}
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	if s.stats.prev == nil {
+		s.stats.prev = map[string]*cgroups.Stats{}
+	}
+	var rate uint64
+	if prev := s.stats.prev[key]; prev != nil {
+		rate = cgroups.UsageNanoCores(prev, cur)
+	}
+	s.stats.prev[key] = cur
+	return cur, rate, nil
+}
+
+func (s *Server) forgetStats(key string) {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	delete(s.stats.prev, key)
+}
+
+func u64(v uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: v} }
+
+func cpuUsage(st *cgroups.Stats, rate uint64) *runtimeapi.CpuUsage {
+	return &runtimeapi.CpuUsage{
+		Timestamp:            st.Timestamp.UnixNano(),
+		UsageCoreNanoSeconds: u64(st.CPU.UsageNanos),
+		UsageNanoCores:       u64(rate),
+	}
+}
+
+func memoryUsage(st *cgroups.Stats) *runtimeapi.MemoryUsage {
+	return &runtimeapi.MemoryUsage{
+		Timestamp:       st.Timestamp.UnixNano(),
+		WorkingSetBytes: u64(st.Memory.WorkingSet),
+		AvailableBytes:  u64(st.Memory.Available()),
+		UsageBytes:      u64(st.Memory.Usage),
+		RssBytes:        u64(st.Memory.RSS),
+		PageFaults:      u64(st.Memory.PageFaults),
+		MajorPageFaults: u64(st.Memory.MajorPageFaults),
+	}
+}
+
+// containerSample reads a running container's statistics: from the
+// runtime when it reports them (VM runtimes), else from its host cgroup.
+func (s *Server) containerSample(ctx context.Context, rec container.Record) (*cgroups.Stats, uint64, error) {
+	if rt, err := s.runtimeForContainer(rec); err == nil {
+		if tr, ok := rt.(runtime.TaskStatsRuntime); ok {
+			return s.rate("task:"+rec.ID, func() (*cgroups.Stats, error) { return tr.TaskStats(ctx, rec.ID) })
+		}
+	}
+	return s.sample(rec.CgroupPath)
+}
+
+// containerStats gathers one container's statistics. A container whose
+// cgroup is gone (it exited) reports attributes only.
+func (s *Server) containerStats(ctx context.Context, c *container.Container) (*runtimeapi.ContainerStats, error) {
+	rec := c.Record()
+	out := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
+		Id:          rec.ID,
+		Metadata:    &runtimeapi.ContainerMetadata{Name: rec.MetaName, Attempt: rec.Attempt},
+		Labels:      rec.Labels,
+		Annotations: rec.Annotations,
+	}}
+	if rec.State == container.StateRunning {
+		st, rate, err := s.containerSample(ctx, rec)
+		switch {
+		case err == nil:
+			out.Cpu = cpuUsage(st, rate)
+			out.Memory = memoryUsage(st)
+		case errdefs.IsNotFound(err):
+		default:
+			return nil, err
+		}
+	}
+	if u, err := s.images.RootfsUsage(ctx, rec.ID); err == nil {
+		out.WritableLayer = &runtimeapi.FilesystemUsage{
+			Timestamp:  time.Now().UnixNano(),
+			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: s.cfg.Image.StorageRoot},
+			UsedBytes:  u64(u.UsedBytes),
+			InodesUsed: u64(u.InodesUsed),
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi.PodSandboxStats, error) {
+	rec := sb.Record()
+	linux := &runtimeapi.LinuxPodSandboxStats{}
+	out := &runtimeapi.PodSandboxStats{
+		Attributes: &runtimeapi.PodSandboxAttributes{
+			Id: rec.ID,
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: rec.Metadata.Name, Namespace: rec.Metadata.Namespace,
+				Uid: rec.Metadata.UID, Attempt: rec.Metadata.Attempt},
+			Labels: rec.Labels, Annotations: rec.Annotations,
+		},
+		Linux: linux,
+	}
+	for _, c := range s.containers.InSandbox(rec.ID) {
+		cs, err := s.containerStats(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		linux.Containers = append(linux.Containers, cs)
+	}
+	if rec.Phase != sandbox.PhaseReady {
+		return out, nil
+	}
+	// The pod's own cgroup when the kubelet gave one (it holds the pause
+	// and every container); else the sum of the pod's cgroups.
+	paths := []string{path.Join(rec.CgroupParent, "podbay-"+rec.ID)}
+	if rec.CgroupParent != "" && rec.CgroupParent != s.cfg.DefaultCgroupParent {
+		paths = []string{rec.CgroupParent}
+	} else {
+		for _, c := range s.containers.InSandbox(rec.ID) {
+			if cr := c.Record(); cr.State == container.StateRunning {
+				paths = append(paths, cr.CgroupPath)
+			}
+		}
+	}
+	var total cgroups.Stats
+	var rate uint64
+	var procs uint64
+	for _, p := range paths {
+		st, r, err := s.sample(p)
+		if err != nil {
+			if errdefs.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		total.Timestamp = st.Timestamp
+		total.CPU.UsageNanos += st.CPU.UsageNanos
+		total.Memory.Usage += st.Memory.Usage
+		total.Memory.WorkingSet += st.Memory.WorkingSet
+		total.Memory.RSS += st.Memory.RSS
+		total.Memory.PageFaults += st.Memory.PageFaults
+		total.Memory.MajorPageFaults += st.Memory.MajorPageFaults
+		procs += st.Pids.Current
+		rate += r
+	}
+	if !total.Timestamp.IsZero() {
+		linux.Cpu = cpuUsage(&total, rate)
+		linux.Memory = memoryUsage(&total)
+		linux.Process = &runtimeapi.ProcessUsage{Timestamp: total.Timestamp.UnixNano(), ProcessCount: u64(procs)}
+	}
+	if rec.NetworkMode == sandbox.ModeCNI && rec.Pid > 0 {
+		if n, err := networkUsage(rec.Pid); err == nil {
+			linux.Network = n
+		}
+	}
+	return out, nil
+}
