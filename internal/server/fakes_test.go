@@ -99,6 +99,7 @@ type fakeRuntime struct {
 	// execResult, when set, is what ExecSync answers.
 	execResult *runtime.ExecResult
 	updates    map[string]*specs.LinuxResources // by ID
+	bundles    map[string]string                // by ID, as created
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -145,10 +146,25 @@ func (f *fakeRuntime) Create(ctx context.Context, opts runtime.CreateOptions) (i
 	}
 	f.containers[opts.ID] = runtime.StatusCreated
 	f.exits[opts.ID] = make(chan struct{})
+	if f.bundles == nil {
+		f.bundles = map[string]string{}
+	}
+	f.bundles[opts.ID] = opts.BundleDir
 	if err := f.enter("create", opts.ID); err != nil {
 		return 0, err // after making state, as a half-failed create does
 	}
 	return 4242, nil
+}
+
+// ListContainers lists what the fake holds, as runc list does.
+func (f *fakeRuntime) ListContainers(context.Context) ([]runtime.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []runtime.State
+	for id, st := range f.containers {
+		out = append(out, runtime.State{ID: id, Status: st, Bundle: f.bundles[id]})
+	}
+	return out, nil
 }
 
 func (f *fakeRuntime) Start(ctx context.Context, id string) error {

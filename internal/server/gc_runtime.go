@@ -4,16 +4,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
-// idLister is a runtime that can list the IDs of every container it holds,
-// running or not. Garbage collection uses it to find the containers no
-// record owns.
-type idLister interface {
-	ListIDs(ctx context.Context) ([]string, error)
+// containerLister is a runtime that can list every container it holds,
+// running or not, with its bundle. Garbage collection uses it to find the
+// containers no record owns.
+type containerLister interface {
+	ListContainers(ctx context.Context) ([]runtime.State, error)
 }
 
 // listRuntimeContainers lists, per handler, the container IDs the runtimes
@@ -22,16 +24,23 @@ type idLister interface {
 func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]string {
 	listed := map[string][]string{}
 	for name, rt := range s.runtimes {
-		l, ok := rt.(idLister)
+		l, ok := rt.(containerLister)
 		if !ok {
 			continue
 		}
-		ids, err := l.ListIDs(ctx)
+		states, err := l.ListContainers(ctx)
 		if err != nil {
 			log.G(ctx).Error("list runtime containers", "handler", name, "err", err)
 			continue
 		}
-		listed[name] = ids
+		for _, st := range states {
+			// Only what podbay made: a runtime root an operator shares
+			// with another engine also lists that engine's containers,
+			// whose bundles are not in podbay's directories.
+			if within(s.cfg.Root, st.Bundle) {
+				listed[name] = append(listed[name], st.ID)
+			}
+		}
 	}
 	return listed
 }
@@ -69,4 +78,10 @@ func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]
 			log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
 		}
 	}
+}
+
+// within reports whether path lies inside dir.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsAbs(path) && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // The pod RPCs on the fakes: every host-facing step (namespace, CNI,
@@ -570,5 +571,40 @@ func TestRunPodSandboxNetworkOrder(t *testing.T) {
 				t.Errorf("sandbox container started before CNI = %v, want %v; runtime calls %s", started, want, calls)
 			}
 		})
+	}
+}
+
+// At start-up, a runtime container that no record owns (its record lost
+// with a database set aside as corrupt) is killed and deleted, and its
+// directory removed; a container of the same runtime root whose bundle is
+// not in podbay's directories belongs to another engine and is left alone.
+func TestRecoverRemovesOrphanRuntimeContainers(t *testing.T) {
+	e := newTestEnv(t, "")
+	orphan, foreign := strings.Repeat("c", 64), strings.Repeat("d", 64)
+	orphanDir := filepath.Join(e.cfg.Root, "containers", orphan)
+	for id, bundle := range map[string]string{
+		orphan:  filepath.Join(orphanDir, "bundle"),
+		foreign: filepath.Join(t.TempDir(), "bundle"),
+	} {
+		if _, err := e.rt.Create(context.Background(), runtime.CreateOptions{ID: id, BundleDir: bundle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(orphanDir, "bundle"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Shutdown(context.Background())
+	e.srv = e.newServer(t, nil)
+	if e.rt.called("delete", orphan) != 1 || e.rt.called("stop", orphan) != 1 {
+		t.Errorf("orphan: stop %d, delete %d times, want once each", e.rt.called("stop", orphan), e.rt.called("delete", orphan))
+	}
+	if _, err := os.Stat(orphanDir); !os.IsNotExist(err) {
+		t.Errorf("orphan's directory: %v, want it gone", err)
+	}
+	if n := e.rt.called("stop", foreign) + e.rt.called("delete", foreign); n != 0 {
+		t.Errorf("another engine's container was stopped or deleted (%d calls)", n)
+	}
+	if err := e.rt.Delete(context.Background(), foreign); err != nil {
+		t.Fatal(err)
 	}
 }
