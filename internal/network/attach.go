@@ -142,22 +142,17 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 	sel := snap.selected
 	start := time.Now()
 
+	// An ADD that failed half way may have created a veth or reserved an
+	// address: DEL what was attempted.
 	mainAttempted := false
-	defer func() {
-		if retErr == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undo.Timeout)
-		defer cancel()
+	defer undo.OnError(log.With(ctx, "id", att.ID), &retErr, "cni del after failed add", func(ctx context.Context) error {
 		var errs []error
 		if mainAttempted {
 			errs = append(errs, m.cni.DelNetworkList(ctx, sel.list, rt))
 		}
 		errs = append(errs, m.cni.DelNetworkList(ctx, loopbackList, loopbackRuntimeConf(rt)))
-		if err := errors.Join(errs...); err != nil {
-			log.G(ctx).Error("rollback step failed", "step", "cni del after failed add", "id", att.ID, "err", err)
-		}
-	}()
+		return errors.Join(errs...)
+	})
 
 	if _, err := m.cni.AddNetwork(ctx, loopbackConf, loopbackRuntimeConf(rt)); err != nil {
 		return nil, fmt.Errorf("cni add network %q for %s: %w", loopbackNetwork, att.ID, err)

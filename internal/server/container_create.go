@@ -17,6 +17,7 @@ import (
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 // CreateContainer creates a container in a ready pod: its own overlay root
@@ -90,7 +91,7 @@ func (s *Server) createInPod(ctx context.Context, sb *sandbox.Sandbox, name stri
 }
 
 func (s *Server) createContainer(ctx context.Context, id, name string, sbRec sandbox.Record, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (_ *container.Container, retErr error) {
-	var rb rollback
+	rb := undo.Chain{Timeout: cleanupTimeout}
 	rt, err := s.runtimeFor(sbRec.RuntimeHandler)
 	if err != nil {
 		return nil, err
@@ -145,21 +146,21 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, fmt.Errorf("persist container %s: %w", id, err)
 	}
 	defer func() {
-		if retErr != nil && rb.failed {
+		if retErr != nil && rb.Failed() {
 			s.finishContainerUndo(id)
 		}
 	}()
-	defer rb.onError(ctx, &retErr, "delete container record", func(context.Context) error {
+	defer rb.OnError(ctx, &retErr, "delete container record", func(context.Context) error {
 		return s.db.Delete(containerBucket, id)
 	})
 	if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create container dir: %w", err)
 	}
-	defer rb.onError(ctx, &retErr, "remove container dir", func(context.Context) error {
+	defer rb.OnError(ctx, &retErr, "remove container dir", func(context.Context) error {
 		return os.RemoveAll(rec.Dir)
 	})
 
-	defer rb.onError(ctx, &retErr, "remove container root filesystem", func(ctx context.Context) error {
+	defer rb.OnError(ctx, &retErr, "remove container root filesystem", func(ctx context.Context) error {
 		return s.images.RemoveRootfs(ctx, id)
 	})
 	rootfs, err := s.images.CreateRootfs(ctx, id, img.ID, image.RootfsOptions{})
@@ -189,7 +190,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
 		return nil, fmt.Errorf("persist container %s: %w", id, err)
 	}
-	defer rb.onError(ctx, &retErr, "delete runtime container", func(ctx context.Context) error {
+	defer rb.OnError(ctx, &retErr, "delete runtime container", func(ctx context.Context) error {
 		return rt.Delete(ctx, id)
 	})
 	pid, err := rt.Create(ctx, runtime.CreateOptions{

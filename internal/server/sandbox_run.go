@@ -23,6 +23,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/undo"
 )
 
 // RunPodSandbox creates and starts a pod sandbox, following the flow in
@@ -73,7 +74,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // half-succeed); a failure undoes exactly the steps done, in reverse.
 func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start("run")
-	var rb rollback
+	rb := undo.Chain{Timeout: cleanupTimeout}
 	id, err := newID()
 	if err != nil {
 		return nil, err
@@ -99,13 +100,13 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 		return nil, err
 	}
 	defer func() {
-		if retErr != nil && rb.failed {
+		if retErr != nil && rb.Failed() {
 			// The record (state creating) names what is still held;
 			// finish the undo in the background, and at the next start.
 			s.finishUndo(id)
 		}
 	}()
-	defer rb.onError(ctx, &retErr, "delete sandbox record", func(ctx context.Context) error {
+	defer rb.OnError(ctx, &retErr, "delete sandbox record", func(ctx context.Context) error {
 		return s.db.Delete(sandboxBucket, id)
 	})
 	if err := s.hit(ctx, "run.record"); err != nil {
@@ -115,7 +116,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create sandbox dir: %w", err)
 	}
-	defer rb.onError(ctx, &retErr, "remove sandbox dir", func(context.Context) error {
+	defer rb.OnError(ctx, &retErr, "remove sandbox dir", func(context.Context) error {
 		return os.RemoveAll(rec.Dir)
 	})
 	files, err := writeSandboxFiles(rec.Dir, cfg, rec.NetworkMode == sandbox.ModeHost)
@@ -125,7 +126,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	timer.Phase("prepare")
 
 	// Registered before the create, which may fail after making storage.
-	defer rb.onError(ctx, &retErr, "remove sandbox root filesystem", func(ctx context.Context) error {
+	defer rb.OnError(ctx, &retErr, "remove sandbox root filesystem", func(ctx context.Context) error {
 		return s.images.RemoveRootfs(ctx, id)
 	})
 	rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, image.RootfsOptions{})
@@ -138,7 +139,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	if rec.NetworkMode == sandbox.ModeCNI {
 		// Registered before Pin: a Pin that failed after creating the file
 		// still leaves the file.
-		defer rb.onError(ctx, &retErr, "remove network namespace", func(context.Context) error {
+		defer rb.OnError(ctx, &retErr, "remove network namespace", func(context.Context) error {
 			return s.netns.Remove(key)
 		})
 		if err := s.netns.Pin(key); err != nil {
@@ -153,7 +154,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	att := attachment(rec, cfg, key)
 	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderBefore {
 		// Registered before ADD: an ADD that failed half way still needs DEL.
-		defer rb.onError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
+		defer rb.OnError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
 			return s.network.Teardown(ctx, att)
 		})
 		if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
@@ -162,7 +163,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	}
 
 	// Registered before Create, which can fail after the runtime made state.
-	defer rb.onError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
+	defer rb.OnError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
 		return rt.Delete(ctx, id)
 	})
 	if err := s.createSandboxContainer(ctx, sb, rt, cfg, files, rootfs, pauseArgs(pause)); err != nil {
@@ -182,7 +183,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	}
 
 	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderAfter {
-		defer rb.onError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
+		defer rb.OnError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
 			return s.network.Teardown(ctx, att)
 		})
 		if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
