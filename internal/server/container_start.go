@@ -35,6 +35,9 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	// Stamped before Start: the process may run and exit (and conmon
 	// write its exit time) before Start returns.
 	started := time.Now()
+	if err := s.hit(ctx, "container.starting"); err != nil {
+		return nil, err
+	}
 	if err := rt.Start(ctx, c.ID); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
@@ -47,6 +50,9 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		})
 		s.saveContainer(ctx, rec)
 		return nil, fmt.Errorf("start container: %w", err)
+	}
+	if err := s.hit(ctx, "container.start"); err != nil {
+		return nil, err
 	}
 	rec = c.Update(func(r *container.Record) {
 		r.StartedAt = started
