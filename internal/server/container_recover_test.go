@@ -23,19 +23,7 @@ func (e *testEnv) orphanContainer(t *testing.T, handler bool) (pod, id string) {
 	e.startFakeContainer(t, id)
 	e.srv.Shutdown(context.Background())
 
-	// The pod's sandbox container keeps its namespace in use until it is
-	// deleted.
-	key := e.netnsPath(pod)
-	e.ns.mu.Lock()
-	e.ns.inUse[key] = true
-	e.ns.mu.Unlock()
-	e.rt.onDelete = func(deleted string) {
-		if deleted == pod {
-			e.ns.mu.Lock()
-			delete(e.ns.inUse, key)
-			e.ns.mu.Unlock()
-		}
-	}
+	e.podInUse(pod)
 
 	var rec container.Record
 	if _, err := e.db.Get(containerBucket, id, &rec); err != nil {
@@ -54,6 +42,23 @@ func (e *testEnv) orphanContainer(t *testing.T, handler bool) (pod, id string) {
 		t.Fatal(err)
 	}
 	return pod, id
+}
+
+// podInUse makes pod's namespace in use until the runtime deletes the
+// pod's sandbox container, as the sandbox process keeps it. The server
+// must not be running.
+func (e *testEnv) podInUse(pod string) {
+	key := e.netnsPath(pod)
+	e.ns.mu.Lock()
+	e.ns.inUse[key] = true
+	e.ns.mu.Unlock()
+	e.rt.onDelete = func(deleted string) {
+		if deleted == pod {
+			e.ns.mu.Lock()
+			delete(e.ns.inUse, key)
+			e.ns.mu.Unlock()
+		}
+	}
 }
 
 // A container whose pod record is missing at start-up is removed by
@@ -149,32 +154,41 @@ func TestRecoverContainerNoRuntimeKnows(t *testing.T) {
 }
 
 // A pod record missing at start-up while its sandbox container, network
-// namespace and CNI attachment exist (no container of it is left): garbage
-// collection deletes the sandbox container, so that the namespace is no
-// longer in use, and releases everything.
+// namespace and CNI attachment exist, with no container left or with a
+// container whose record is missing too: garbage collection deletes the
+// runtime containers, so that the namespace is no longer in use, and
+// releases everything.
 func TestRecoverCollectsPodWithoutRecord(t *testing.T) {
-	e := newTestEnv(t, "")
-	pod := e.mustRun(t, podConfig("lost"))
-	e.srv.Shutdown(context.Background())
-	key := e.netnsPath(pod)
-	e.ns.mu.Lock()
-	e.ns.inUse[key] = true
-	e.ns.mu.Unlock()
-	e.rt.onDelete = func(deleted string) {
-		if deleted == pod {
-			e.ns.mu.Lock()
-			delete(e.ns.inUse, key)
-			e.ns.mu.Unlock()
+	t.Run("no container", func(t *testing.T) {
+		e := newTestEnv(t, "")
+		pod := e.mustRun(t, podConfig("lost"))
+		e.srv.Shutdown(context.Background())
+		e.podInUse(pod)
+		if err := e.db.Delete(sandboxBucket, pod); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := e.db.Delete(sandboxBucket, pod); err != nil {
-		t.Fatal(err)
-	}
-	e.srv = e.newServer(t, nil)
-	if n := e.rt.called("delete", pod); n != 1 {
-		t.Errorf("sandbox container deleted %d times, want 1", n)
-	}
-	e.assertNothingHeld(t)
+		e.srv = e.newServer(t, nil)
+		if n := e.rt.called("delete", pod); n != 1 {
+			t.Errorf("sandbox container deleted %d times, want 1", n)
+		}
+		e.assertNothingHeld(t)
+	})
+	t.Run("container without record", func(t *testing.T) {
+		e := newTestEnv(t, "")
+		pod, id := e.orphanContainer(t, true)
+		if err := e.db.Delete(containerBucket, id); err != nil {
+			t.Fatal(err)
+		}
+		e.srv = e.newServer(t, nil)
+		if n := e.rt.called("delete", pod); n != 1 {
+			t.Errorf("sandbox container deleted %d times, want 1", n)
+		}
+		if n := e.rt.called("delete", id); n != 1 {
+			t.Errorf("container deleted %d times, want 1", n)
+		}
+		e.assertNoContainers(t)
+		e.assertNothingHeld(t)
+	})
 }
 
 // A StartContainer cut short by a crash: before the runtime started the
