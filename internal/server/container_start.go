@@ -60,10 +60,13 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 			r.State = container.StateRunning
 		}
 	})
-	if err := s.db.Put(containerBucket, c.ID, container.RecordVersion, rec); err != nil {
+	err = s.db.Put(containerBucket, c.ID, container.RecordVersion, rec)
+	// Watched once persisted (the exit, persisted too, must come after),
+	// and whether or not that worked: the process runs.
+	s.watchContainerExit(c, rt)
+	if err != nil {
 		return nil, fmt.Errorf("persist container: %w", err)
 	}
-	s.watchContainerExit(c, rt)
 	log.G(ctx).Info("container started")
 	return &runtimeapi.StartContainerResponse{}, nil
 }
