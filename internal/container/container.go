@@ -24,7 +24,6 @@ const (
 	StateCreated  State = "created"
 	StateRunning  State = "running"
 	StateExited   State = "exited"
-	StateUnknown  State = "unknown"
 )
 
 // Exit reasons reported by ContainerStatus.
@@ -55,6 +54,10 @@ type Record struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	SandboxID string `json:"sandboxId"`
+	// RuntimeHandler is the pod's runtime handler, kept here so that the
+	// container can be stopped and deleted when its pod's record is gone.
+	// Records written before it was added have none.
+	RuntimeHandler string `json:"runtimeHandler,omitempty"`
 	// MetaName and Attempt are the CRI metadata.
 	MetaName string `json:"metaName"`
 	Attempt  uint32 `json:"attempt"`

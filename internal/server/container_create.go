@@ -129,6 +129,10 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		StopSignal:  img.Config.StopSignal,
 		Config:      raw,
 	}
+	// Kept with the container: its pod's record may be gone when it is
+	// removed (quarantined, or a crash between the pod's and its
+	// containers' deletion).
+	rec.RuntimeHandler = sbRec.RuntimeHandler
 	if lp := cfg.GetLogPath(); lp != "" && sbCfg.GetLogDirectory() != "" {
 		rec.LogPath = filepath.Join(sbCfg.GetLogDirectory(), lp)
 	}

@@ -19,11 +19,26 @@ func (s *Server) recoverContainerLocked(ctx context.Context, c *container.Contai
 	rec := c.Record()
 	if rec.Removing || !s.index.Has(rec.SandboxID) {
 		if err := s.removeContainerLocked(ctx, c); err != nil {
-			log.G(ctx).Error("finish removal of container", "err", err)
+			log.G(ctx).Error("finish removal of container; will retry", "err", err)
+			s.finishContainerRemoval(c)
 		}
 		return
 	}
 	s.reconcileContainer(ctx, c)
+}
+
+// finishContainerRemoval retries, in the background, the removal of a
+// container recovery could not remove, until it is gone (a RemoveContainer
+// may remove it meanwhile).
+func (s *Server) finishContainerRemoval(c *container.Container) {
+	s.retryInBackground(log.With(s.ctx, "container", c.ID), "container removal", func(ctx context.Context) (bool, error) {
+		c.OpMu.Lock()
+		defer c.OpMu.Unlock()
+		if !s.containers.Has(c.ID) {
+			return true, nil
+		}
+		return false, s.removeContainerLocked(ctx, c)
+	})
 }
 
 // recoverCreatingContainer undoes a container a crash caught half-way
@@ -59,10 +74,22 @@ func (s *Server) reconcileContainer(ctx context.Context, c *container.Container)
 		c.Update(func(r *container.Record) { r.Message = "container not found after restart" })
 		s.recordExit(ctx, c, runtime.ExitStatus{Code: 255, ExitedAt: time.Now()})
 	case st.Status == runtime.StatusRunning:
-		if rec.State == container.StateRunning {
-			s.watchContainerExit(c, rt)
+		if rec.State == container.StateCreated {
+			// A StartContainer the crash cut short after the runtime
+			// started the process: it runs, so the record says so (and
+			// a retried StartContainer is refused, not run again). The
+			// start time is lost; now is the closest we know.
+			rec = c.Update(func(r *container.Record) {
+				r.State = container.StateRunning
+				r.StartedAt = time.Now()
+			})
+			s.saveContainer(ctx, rec)
+			log.G(ctx).Info("container found running though its start was not recorded")
 		}
-	case st.Status == runtime.StatusStopped && rec.State == container.StateRunning:
+		s.watchContainerExit(c, rt)
+	case st.Status == runtime.StatusStopped:
+		// Running and gone without an exit status, or started and gone
+		// before its start was recorded: either way it cannot run again.
 		s.recordExit(ctx, c, runtime.ExitStatus{Code: 255, ExitedAt: time.Now()})
 	}
 }
@@ -73,18 +100,7 @@ func (s *Server) undoContainerCreating(ctx context.Context, rec container.Record
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	if rec.RuntimeCreated {
-		rt, err := s.runtimeForContainer(rec)
-		if err == nil {
-			err = rt.Delete(ctx, rec.ID)
-		} else {
-			// The pod is gone, and its runtime with it: try every handler.
-			for _, r := range s.runtimes {
-				if err = r.Delete(ctx, rec.ID); err != nil {
-					break
-				}
-			}
-		}
-		if err != nil {
+		if err := s.deleteFromRuntime(ctx, rec); err != nil {
 			return fmt.Errorf("delete runtime container: %w", err)
 		}
 	}

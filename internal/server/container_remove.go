@@ -44,11 +44,7 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 		return err
 	}
 	if rec.RuntimeCreated {
-		rt, err := s.runtimeForContainer(rec)
-		if err != nil {
-			return err
-		}
-		if err := rt.Delete(ctx, c.ID); err != nil {
+		if err := s.deleteFromRuntime(ctx, rec); err != nil {
 			return fmt.Errorf("delete container: %w", err)
 		}
 	}

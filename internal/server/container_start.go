@@ -35,6 +35,9 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	// Stamped before Start: the process may run and exit (and conmon
 	// write its exit time) before Start returns.
 	started := time.Now()
+	if err := s.hit(ctx, "container.starting"); err != nil {
+		return nil, err
+	}
 	if err := rt.Start(ctx, c.ID); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
@@ -48,16 +51,22 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		s.saveContainer(ctx, rec)
 		return nil, fmt.Errorf("start container: %w", err)
 	}
+	if err := s.hit(ctx, "container.start"); err != nil {
+		return nil, err
+	}
 	rec = c.Update(func(r *container.Record) {
 		r.StartedAt = started
 		if r.State == container.StateCreated {
 			r.State = container.StateRunning
 		}
 	})
-	if err := s.db.Put(containerBucket, c.ID, container.RecordVersion, rec); err != nil {
+	err = s.db.Put(containerBucket, c.ID, container.RecordVersion, rec)
+	// Watched once persisted (the exit, persisted too, must come after),
+	// and whether or not that worked: the process runs.
+	s.watchContainerExit(c, rt)
+	if err != nil {
 		return nil, fmt.Errorf("persist container: %w", err)
 	}
-	s.watchContainerExit(c, rt)
 	log.G(ctx).Info("container started")
 	return &runtimeapi.StartContainerResponse{}, nil
 }

@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"syscall"
 	"time"
 
@@ -28,6 +31,9 @@ func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContaine
 	}
 	c.OpMu.Lock()
 	defer c.OpMu.Unlock()
+	if !s.containers.Has(c.ID) {
+		return &runtimeapi.StopContainerResponse{}, nil // removed meanwhile
+	}
 	if err := s.stopContainerLocked(ctx, c, time.Duration(req.GetTimeout())*time.Second); err != nil {
 		return nil, err
 	}
@@ -40,7 +46,13 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	if rec.State == container.StateExited || rec.State == container.StateCreating || !rec.RuntimeCreated {
 		return nil
 	}
-	rt, err := s.runtimeForContainer(rec)
+	rt, err := s.ownerRuntime(ctx, rec)
+	if errors.Is(err, errNoRuntimeHolds) {
+		// Gone from the host (a reboot) while its pod's record is gone too.
+		c.Update(func(r *container.Record) { r.Message = "container not found in any runtime" })
+		s.recordExit(ctx, c, exitNow(255))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -65,10 +77,60 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	return nil
 }
 
+// errUnknownHandler is wrapped when a container's record names no runtime
+// handler (it predates the field) and its pod's record is gone.
+var errUnknownHandler = errors.New("the container's runtime handler is unknown")
+
+// errNoRuntimeHolds is wrapped by ownerRuntime when no runtime knows the
+// container.
+var errNoRuntimeHolds = fmt.Errorf("no runtime handler holds the container: %w", errdefs.ErrNotFound)
+
+// runtimeForContainer returns the runtime of the handler rec names, else
+// its pod's. Without either it returns an error wrapping errUnknownHandler
+// and errdefs.ErrNotFound.
 func (s *Server) runtimeForContainer(rec container.Record) (runtime.Runtime, error) {
+	if rec.RuntimeHandler != "" {
+		return s.runtimeFor(rec.RuntimeHandler)
+	}
 	sb, err := s.index.Get(rec.SandboxID)
 	if err != nil {
-		return nil, fmt.Errorf("container's pod: %w", err)
+		return nil, fmt.Errorf("container's pod: %w: %w", err, errUnknownHandler)
 	}
 	return s.runtimeFor(sb.Record().RuntimeHandler)
+}
+
+// ownerRuntime is runtimeForContainer, except that a container whose
+// handler is unknown is looked for in every handler's runtime: the one
+// that knows its ID holds it. When none does, the error wraps
+// errNoRuntimeHolds.
+func (s *Server) ownerRuntime(ctx context.Context, rec container.Record) (runtime.Runtime, error) {
+	rt, err := s.runtimeForContainer(rec)
+	if !errors.Is(err, errUnknownHandler) {
+		return rt, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.runtimes)) {
+		if _, err := s.runtimes[name].State(ctx, rec.ID); err == nil {
+			return s.runtimes[name], nil
+		}
+	}
+	return nil, fmt.Errorf("container %s: %w", rec.ID, errNoRuntimeHolds)
+}
+
+// deleteFromRuntime deletes rec's runtime container. One whose handler is
+// unknown is deleted with every handler: Delete kills what still runs, and
+// succeeds for an ID its runtime does not know.
+func (s *Server) deleteFromRuntime(ctx context.Context, rec container.Record) error {
+	rt, err := s.runtimeForContainer(rec)
+	if err == nil {
+		return rt.Delete(ctx, rec.ID)
+	}
+	if !errors.Is(err, errUnknownHandler) {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.runtimes)) {
+		if err := s.runtimes[name].Delete(ctx, rec.ID); err != nil {
+			return fmt.Errorf("handler %s: %w", name, err)
+		}
+	}
+	return nil
 }

@@ -100,6 +100,9 @@ type fakeRuntime struct {
 	execResult *runtime.ExecResult
 	updates    map[string]*specs.LinuxResources // by ID
 	bundles    map[string]string                // by ID, as created
+	// onDelete, when set, is called with the ID of each container
+	// deleted: a sandbox container's process leaves its namespace.
+	onDelete func(id string)
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -198,6 +201,9 @@ func (f *fakeRuntime) Delete(ctx context.Context, id string) error {
 	defer f.mu.Unlock()
 	if err := f.enter("delete", id); err != nil {
 		return err
+	}
+	if _, ok := f.containers[id]; ok && f.onDelete != nil {
+		f.onDelete(id)
 	}
 	delete(f.containers, id)
 	return nil

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -47,11 +46,12 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]string 
 
 // collectRuntimeGarbage kills and deletes the runtime containers that no
 // record owns (those of a database moved aside as corrupt, or of a record
-// quarantined as unreadable), and removes container directories no record
-// owns. It runs before the namespaces and root filesystems are collected:
-// a namespace a process is in is kept, and a root filesystem must not be
-// removed under a running container.
-func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]string, owned map[string]bool) {
+// quarantined as unreadable) and returns their IDs. It runs before the
+// namespaces and root filesystems are collected: a namespace a process is
+// in is kept, and a root filesystem must not be removed under a running
+// container.
+func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]string, owned map[string]bool) map[string]bool {
+	deleted := map[string]bool{}
 	for name, ids := range listed {
 		rt := s.runtimes[name]
 		for _, id := range ids {
@@ -66,18 +66,11 @@ func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]
 				log.G(ctx).Error("delete orphaned container", "handler", name, "container", id, "err", err)
 				continue
 			}
+			deleted[id] = true
 			log.G(ctx).Info("removed orphaned container", "handler", name, "container", id)
 		}
 	}
-	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "containers"))
-	for _, d := range dirs {
-		if owned[d.Name()] || !isID(d.Name()) {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(s.cfg.Root, "containers", d.Name())); err != nil {
-			log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
-		}
-	}
+	return deleted
 }
 
 // within reports whether path lies inside dir.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -321,13 +323,18 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		log.G(ctx).Error("list root filesystems", "err", err)
 	}
 	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "sandboxes"))
+	ctrDirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "containers"))
 	runtimeIDs := s.listRuntimeContainers(ctx)
 	owned, err := s.ownedIDs()
 	if err != nil {
 		log.G(ctx).Error("garbage collection skipped: read records", "err", err)
 		return
 	}
-	s.collectRuntimeGarbage(ctx, runtimeIDs, owned)
+	// The runtimes first: a pod whose record is gone may still have its
+	// sandbox container, whose process keeps the namespace in use, and a
+	// root filesystem must not be removed under a running container.
+	deleted := s.collectRuntimeGarbage(ctx, runtimeIDs, owned)
+	s.deleteUnowned(ctx, owned, deleted, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs))
 
 	// CNI first: the bridge plugin finds what to release (its masquerade
 	// rules) through the namespace, which must still be mounted.
@@ -377,6 +384,44 @@ func (s *Server) collectGarbage(ctx context.Context) {
 			}
 		}
 	}
+	for _, d := range ctrDirs {
+		if !owned[d.Name()] && isID(d.Name()) {
+			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "containers", d.Name())); err != nil {
+				log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// deleteUnowned deletes, with every runtime handler, the runtime container
+// of each unowned ID the lists name and that is not in done: the sandbox
+// container of a pod whose record is gone (set aside as unreadable, say),
+// or a container's, that a runtime which cannot list its containers may
+// hold. Delete succeeds for an ID a runtime does not know.
+func (s *Server) deleteUnowned(ctx context.Context, owned, done map[string]bool, lists ...[]string) {
+	seen := maps.Clone(done)
+	for _, ids := range lists {
+		for _, id := range ids {
+			if owned[id] || seen[id] || !isID(id) {
+				continue
+			}
+			seen[id] = true
+			for _, name := range slices.Sorted(maps.Keys(s.runtimes)) {
+				if err := s.runtimes[name].Delete(ctx, id); err != nil {
+					log.G(ctx).Error("delete orphaned runtime container", "id", id, "handler", name, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// dirNames are the names of entries.
+func dirNames(entries []os.DirEntry) []string {
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names
 }
 
 // ownedIDs are the IDs of every sandbox and container record. (What a

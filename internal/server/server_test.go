@@ -27,10 +27,12 @@ type testEnv struct {
 	net *fakeNetwork
 	ns  *fakeNetNS
 	rt  *fakeRuntime
-	img *fakeImages
-	cg  *fakeCgroups
-	cfg *config.Config
-	db  *store.DB
+	// runtimes are the handlers a server is started with: "runc" is rt.
+	runtimes map[string]runtime.Runtime
+	img      *fakeImages
+	cg       *fakeCgroups
+	cfg      *config.Config
+	db       *store.DB
 }
 
 // newTestEnv builds a server on fakes: none of it needs root.
@@ -55,6 +57,7 @@ func newTestEnv(t *testing.T, fps string) *testEnv {
 	}
 	e := &testEnv{net: newFakeNetwork(), ns: newFakeNetNS(), rt: newFakeRuntime(), img: newFakeImages(filepath.Join(dir, "rootfs")),
 		cg: newFakeCgroups(), cfg: cfg, db: db}
+	e.runtimes = map[string]runtime.Runtime{"runc": e.rt}
 	e.srv = e.newServer(t, set)
 	t.Cleanup(func() {
 		// Remove what the test left, through the server, so mounts go.
@@ -88,7 +91,7 @@ func (e *testEnv) startServer(t *testing.T, fps *failpoint.Set) *Server {
 	}
 	srv, err := New(Options{
 		Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns,
-		Runtimes:       map[string]runtime.Runtime{"runc": e.rt},
+		Runtimes:       e.runtimes,
 		Cgroups:        e.cg,
 		Failpoints:     fps,
 		Images:         e.img,
