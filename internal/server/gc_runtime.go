@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
 )
@@ -20,8 +21,8 @@ type containerLister interface {
 // listRuntimeContainers lists, per handler, the container IDs the runtimes
 // hold. Like the other listings of collectGarbage it must come before the
 // records are read.
-func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]string {
-	listed := map[string][]string{}
+func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime.State {
+	listed := map[string][]runtime.State{}
 	for name, rt := range s.runtimes {
 		l, ok := rt.(containerLister)
 		if !ok {
@@ -37,7 +38,7 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]string 
 			// with another engine also lists that engine's containers,
 			// whose bundles are not in podbay's directories.
 			if within(s.cfg.Root, st.Bundle) {
-				listed[name] = append(listed[name], st.ID)
+				listed[name] = append(listed[name], st)
 			}
 		}
 	}
@@ -50,14 +51,19 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]string 
 // namespaces and root filesystems are collected: a namespace a process is
 // in is kept, and a root filesystem must not be removed under a running
 // container.
-func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]string, owned map[string]bool) map[string]bool {
+func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]runtime.State, owned map[string]bool) map[string]bool {
 	deleted := map[string]bool{}
-	for name, ids := range listed {
+	for name, states := range listed {
 		rt := s.runtimes[name]
-		for _, id := range ids {
+		for _, st := range states {
+			id := st.ID
 			if owned[id] || !isID(id) {
 				continue
 			}
+			// Say whose it was: the kubelet will make the pod again, and
+			// an operator reading the log wants to know which pods the
+			// node lost.
+			ctx := log.With(ctx, orphanFields(st.Bundle)...)
 			if err := rt.Stop(ctx, id, 0, syscall.SIGKILL); err != nil {
 				log.G(ctx).Error("kill orphaned container", "handler", name, "container", id, "err", err)
 				continue
@@ -67,7 +73,7 @@ func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]
 				continue
 			}
 			deleted[id] = true
-			log.G(ctx).Info("removed orphaned container", "handler", name, "container", id)
+			log.G(ctx).Warn("removed a container no record owns", "handler", name, "container", id)
 		}
 	}
 	return deleted
@@ -77,4 +83,24 @@ func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]
 func within(dir, path string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && filepath.IsAbs(path) && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// orphanFields are the log fields naming the pod and container a lost
+// container's bundle says it belonged to, as far as its spec tells.
+func orphanFields(bundle string) []any {
+	spec, err := runtime.ReadSpec(bundle)
+	if err != nil {
+		return nil
+	}
+	var fields []any
+	for _, f := range []struct{ field, key string }{
+		{"pod_name", annotations.SandboxName},
+		{"pod_namespace", annotations.SandboxNamespace},
+		{"container_name", annotations.ContainerName},
+	} {
+		if v := spec.Annotations[f.key]; v != "" {
+			fields = append(fields, f.field, v)
+		}
+	}
+	return fields
 }
