@@ -94,7 +94,10 @@ type Config struct {
 	ExitPollInterval time.Duration
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Lister  = (*Runtime)(nil)
+)
 
 // Runtime drives one runtime handler. It is safe for concurrent use, but
 // calls for the same container ID must be serialized by the caller (the

@@ -60,3 +60,11 @@ type Runtime interface {
 type TaskStatsRuntime interface {
 	TaskStats(ctx context.Context, id string) (*cgroups.Stats, error)
 }
+
+// Lister is a runtime that lists every container it holds, running or
+// not, each with its ID and bundle (other fields may be unset). The
+// daemon's start-up garbage collection uses it to find the containers no
+// record owns.
+type Lister interface {
+	ListContainers(ctx context.Context) ([]State, error)
+}

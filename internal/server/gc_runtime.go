@@ -11,20 +11,13 @@ import (
 	"github.com/podbay/podbay/internal/runtime"
 )
 
-// containerLister is a runtime that can list every container it holds,
-// running or not, with its bundle. Garbage collection uses it to find the
-// containers no record owns.
-type containerLister interface {
-	ListContainers(ctx context.Context) ([]runtime.State, error)
-}
-
 // listRuntimeContainers lists, per handler, the container IDs the runtimes
 // hold. Like the other listings of collectGarbage it must come before the
 // records are read.
 func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime.State {
 	listed := map[string][]runtime.State{}
 	for name, rt := range s.runtimes {
-		l, ok := rt.(containerLister)
+		l, ok := rt.(runtime.Lister)
 		if !ok {
 			continue
 		}

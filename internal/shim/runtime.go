@@ -136,7 +136,10 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Lister  = (*Runtime)(nil)
+)
 
 // Runtime drives one shim runtime handler. It is safe for concurrent use;
 // calls for the same container ID must be serialized by the caller (the
