@@ -65,11 +65,17 @@ func TestDiskFull(t *testing.T) {
 		root, state int64 // bytes left free; -1: all
 	}{
 		{"state-full", -1, 0},
+		{"root-4K", 4 << 10, -1},
 		{"root-16K", 16 << 10, -1},
+		{"root-32K", 32 << 10, -1},
+		{"root-64K", 64 << 10, -1},
+		{"root-128K", 128 << 10, -1},
 		{"root-256K", 256 << 10, -1},
 		{"root-2M", 2 << 20, -1},
+		{"state-4K", -1, 4 << 10},
+		{"state-8K", -1, 8 << 10},
 		{"state-16K", -1, 16 << 10},
-		{"state-256K", -1, 256 << 10},
+		{"state-64K", -1, 64 << 10},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			root.leave(t, sc.root)
@@ -291,4 +297,3 @@ func df(dir string) string {
 	}
 	return fmt.Sprintf("%d blocks of %d free, %d inodes free", st.Bavail, st.Blocks, st.Ffree)
 }
-
