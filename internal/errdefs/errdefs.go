@@ -5,6 +5,7 @@ package errdefs
 import (
 	"context"
 	"errors"
+	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,6 +21,10 @@ var (
 	ErrUnavailable        = errors.New("unavailable")
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrNotImplemented     = errors.New("not implemented")
+	// ErrResourceExhausted marks a request that failed for want of a
+	// resource the host ran out of; a full disk (ENOSPC, EDQUOT) anywhere
+	// in an error's chain is classified the same without it.
+	ErrResourceExhausted = errors.New("resource exhausted")
 	// ErrInjected marks a failure produced by a configured failpoint.
 	ErrInjected = errors.New("injected failure")
 )
@@ -27,8 +32,16 @@ var (
 // IsNotFound reports whether err is classified as not found.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
-// Code returns the gRPC code for err's class. Errors that already carry a
-// gRPC status keep their code.
+// IsDiskFull reports whether err is, or wraps, a write that failed because
+// a file system or a quota is full (ENOSPC, EDQUOT).
+func IsDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// Code returns the gRPC code for err's class. An error of no class that
+// wraps a full disk is ResourceExhausted, so that the kubelet and the
+// operator see what to fix rather than Unknown. Errors that already carry
+// a gRPC status keep their code.
 func Code(err error) codes.Code {
 	switch {
 	case err == nil:
@@ -47,6 +60,8 @@ func Code(err error) codes.Code {
 		return codes.PermissionDenied
 	case errors.Is(err, ErrNotImplemented):
 		return codes.Unimplemented
+	case errors.Is(err, ErrResourceExhausted), IsDiskFull(err):
+		return codes.ResourceExhausted
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):

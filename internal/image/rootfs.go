@@ -110,7 +110,23 @@ func (s *Store) mount(c *storage.Container, opts RootfsOptions) (string, error) 
 // opened), a layer that is not mounted or whose mount went away behind
 // c/storage's back, and a container that a concurrent call removed. Only
 // what is still there is removed; what is gone counts as done.
+//
+// On a full disk, where containers/storage cannot rewrite its lists, it
+// releases the store's reserved space and tries again, then reserves again
+// from what the removal freed.
 func (s *Store) RemoveRootfs(ctx context.Context, id string) error {
+	err := s.removeRootfs(ctx, id)
+	if err == nil || !errdefs.IsDiskFull(err) || !s.reserve.release(ctx) {
+		return err
+	}
+	if err := s.removeRootfs(ctx, id); err != nil {
+		return err
+	}
+	s.reserve.restore(ctx)
+	return nil
+}
+
+func (s *Store) removeRootfs(ctx context.Context, id string) error {
 	c, err := s.container(id)
 	if err != nil || c == nil {
 		return err

@@ -111,6 +111,9 @@ type Store struct {
 	cacheDir string
 	pinned   map[string]bool
 	metrics  *pullMetrics
+	// reserve is space held back so that a root filesystem can be removed
+	// on a full disk.
+	reserve *spaceReserve
 
 	// layerWriters is held shared by every operation that may create
 	// c/storage layers (pulls, imports, rootfs creation) and exclusively by
@@ -168,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		tmpDir:   filepath.Join(st.GraphRoot(), "tmp"),
 		cacheDir: filepath.Join(st.GraphRoot(), "cache"),
 		pinned:   pinned,
+		reserve:  &spaceReserve{path: filepath.Join(st.GraphRoot(), "podbay-reserve"), size: reserveSize},
 		pulls:    make(map[string]*pullCall),
 		info:     make(map[string]*imageInfo),
 	}
@@ -187,6 +191,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("create image download directory: %w", err)
 	}
 	s.policy.warnIfMissing(ctx)
+	s.reserve.restore(ctx)
 	// A pull or rootfs creation interrupted by a crash may have left layers
 	// that no image or container references.
 	s.gcPending.Store(true)

@@ -207,7 +207,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		MonitorCgroup: s.monitorCgroup(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create container: %w", err)
+		return nil, fmt.Errorf("create container: %w", s.runtimeFailure(err))
 	}
 	if err := s.hit(ctx, "container.create"); err != nil {
 		return nil, err

@@ -247,7 +247,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	}
 	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: rec.ID, BundleDir: bundle, MonitorCgroup: s.monitorCgroup()})
 	if err != nil {
-		return fmt.Errorf("create sandbox container: %w", err)
+		return fmt.Errorf("create sandbox container: %w", s.runtimeFailure(err))
 	}
 	rec = sb.Update(func(r *sandbox.Record) { r.Pid = pid })
 	return s.save(rec)

@@ -22,6 +22,10 @@ import (
 // The guard file is flock'ed for the whole open, so that a second daemon
 // started meanwhile waits for the first one's check instead of mistaking its
 // mark for a dead open; it then fails on bbolt's own lock.
+//
+// The mark is cleared by overwriting it with zeros, not by truncating the
+// file: the block it occupies stays allocated, so that a daemon restarted
+// on a full disk can set the mark again and open its database.
 type guard struct {
 	dbPath      string
 	f           *os.File
@@ -55,7 +59,7 @@ func lockGuard(dbPath string) (*guard, error) {
 		f.Close()
 		return nil, fmt.Errorf("read database guard: %w", err)
 	}
-	return &guard{dbPath: dbPath, f: f, interrupted: n > 0}, nil
+	return &guard{dbPath: dbPath, f: f, interrupted: marked(buf[:n])}, nil
 }
 
 // arm sets the mark. It is not fsynced: it guards against the process
@@ -67,9 +71,20 @@ func (g *guard) arm() error {
 	return nil
 }
 
-// disarm clears the mark.
+// marked reports whether the guard file's content is a mark: anything but
+// zeros (a cleared mark) or nothing.
+func marked(content []byte) bool {
+	for _, b := range content {
+		if b != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// disarm clears the mark in place.
 func (g *guard) disarm() error {
-	if err := g.f.Truncate(0); err != nil {
+	if _, err := g.f.WriteAt(make([]byte, len(guardMark)), 0); err != nil {
 		return fmt.Errorf("clear database guard: %w", err)
 	}
 	g.interrupted = false

@@ -214,8 +214,8 @@ func TestOpenOrQuarantineLeavesLockedDatabase(t *testing.T) {
 	// Killed while it waits for the lock, the second daemon must leave no
 	// mark that makes the next start quarantine the database.
 	time.Sleep(lockTimeout / 2)
-	if mark, err := os.ReadFile(path + ".opening"); err != nil || len(mark) != 0 {
-		t.Errorf("guard while waiting for the lock = %q %v, want empty", mark, err)
+	if mark, err := os.ReadFile(path + ".opening"); err != nil || marked(mark) {
+		t.Errorf("guard while waiting for the lock = %q %v, want no mark", mark, err)
 	}
 	r := <-done
 	db, err := r.db, r.err
@@ -299,5 +299,31 @@ func BenchmarkOpen(b *testing.B) {
 				db.Close()
 			}
 		})
+	}
+}
+
+// TestGuardClearedInPlace: a cleared mark keeps the guard file's block, so
+// that setting it again needs no space on the file system.
+func TestGuardClearedInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "podbay.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	content, err := os.ReadFile(path + ".opening")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(content) != len(guardMark) || marked(content) {
+		t.Errorf("guard after a clean open = %q, want %d zero bytes", content, len(guardMark))
+	}
+	for _, tc := range []struct {
+		content string
+		want    bool
+	}{{"", false}, {"\x00\x00", false}, {guardMark, true}, {"check", true}} {
+		if got := marked([]byte(tc.content)); got != tc.want {
+			t.Errorf("marked(%q) = %v, want %v", tc.content, got, tc.want)
+		}
 	}
 }

@@ -138,6 +138,10 @@ type env struct {
 	// Host state before the env started: not this env's to report.
 	netnsBefore  map[string]bool
 	mountsBefore map[string]bool
+	// ownMounts are file systems a test mounted for the env (mountSmallFS):
+	// exempt from the leak check and unmounted before the env dir is
+	// removed.
+	ownMounts []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd     // guarded by mu
@@ -373,6 +377,7 @@ func (e *env) cleanup() {
 		t.Logf("keeping %s", e.dir)
 		return
 	}
+	e.unmountOwn()
 	if under := mountsUnder(t, e.dir); len(under) > 0 {
 		t.Errorf("not removing %s: still mounted: %v", e.dir, under)
 		return
