@@ -48,7 +48,10 @@ const (
 func (r *Runtime) restore() {
 	ctx := r.ctx
 	r.removeCleanupDirs(ctx)
-	jobs := make(map[*pod]*podRestore)
+	var jobs []*podRestore
+	// recordless holds the pods made for containers whose pod's record is
+	// gone, by ID.
+	recordless := make(map[string]*pod)
 	for _, id := range r.recordIDs(podsDir) {
 		var rec podRecord
 		dir := r.podDir(id)
@@ -63,7 +66,7 @@ func (r *Runtime) restore() {
 		}
 		p := r.newRestoredPod(rec.ID, rec.Bundle)
 		p.restore.rec = &rec
-		jobs[p] = p.restore
+		jobs = append(jobs, p.restore)
 		r.mu.Lock()
 		r.pods[id] = p
 		r.mu.Unlock()
@@ -84,13 +87,14 @@ func (r *Runtime) restore() {
 		p := r.pods[rec.Pod]
 		r.mu.Unlock()
 		if p == nil {
-			p = findRecordless(jobs, rec.Pod)
+			p = recordless[rec.Pod]
 		}
 		if p == nil {
 			// Its shim's record is gone, and with it the shim.
 			p = r.newRestoredPod(rec.Pod, rec.Bundle)
 			p.markDead()
-			jobs[p] = p.restore
+			recordless[rec.Pod] = p
+			jobs = append(jobs, p.restore)
 		}
 		c := newContainer(rec, dir, p, nil)
 		p.restore.containers = append(p.restore.containers, c)
@@ -115,17 +119,6 @@ func (r *Runtime) restore() {
 	for _, j := range jobs {
 		go r.runRestore(j)
 	}
-}
-
-// findRecordless returns the pod made for containers of pod id whose
-// record is gone, nil if none was made yet.
-func findRecordless(jobs map[*pod]*podRestore, id string) *pod {
-	for p, j := range jobs {
-		if p.id == id && j.rec == nil {
-			return p
-		}
-	}
-	return nil
 }
 
 // podRestore is the take-over of one recorded pod by a restarted Runtime.
@@ -429,7 +422,6 @@ func (r *Runtime) restoreContainer(ctx context.Context, c *container) {
 		log.G(ctx).Warn("container state after restart", "err", stateErr)
 	}
 	r.watchExit(c)
-	return
 }
 
 // taskState asks c's shim about its task during restore.
