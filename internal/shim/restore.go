@@ -29,7 +29,11 @@ const (
 	// a time in the background; a pod a call waits for is taken over at
 	// once.
 	restoreWorkers = 8
-	quarantineDir  = "quarantine"
+	// restoreSweepDelay is how long after New the background take-over
+	// starts at the latest; the first call that waits for a pod starts it
+	// earlier. Until then the daemon's own start has the CPU.
+	restoreSweepDelay = time.Second
+	quarantineDir     = "quarantine"
 	// cleanupDirPrefix names the working directories of the shim
 	// binary's delete (see runShimDelete).
 	cleanupDirPrefix = "cleanup-"
@@ -38,13 +42,14 @@ const (
 // restore takes over the pods and containers recorded in StateDir, after
 // the daemon restarted. It reads the records and returns: reconnecting to
 // the shims and taking the containers over (see takeOver) goes on in the
-// background, a few pods at a time, and a call on a container first waits
-// for its pod's (see awaitRestore). Bad records are logged and moved to
-// the quarantine directory; they do not keep the Runtime from starting. A
-// directory without its record is what a daemon killed while making or
-// removing it left (records are written first, with atomicfile, and
-// removed with their directory): nothing was started from it, or all was
-// stopped, so it is removed.
+// background, a few pods at a time, once the first call waits for a pod or
+// restoreSweepDelay has passed; a call on a container waits for its pod's,
+// which then runs at once (see awaitRestore). Bad records are logged and
+// moved to the quarantine directory; they do not keep the Runtime from
+// starting. A directory without its record is what a daemon killed while
+// making or removing it left (records are written first, with atomicfile,
+// and removed with their directory): nothing was started from it, or all
+// was stopped, so it is removed.
 func (r *Runtime) restore() {
 	ctx := r.ctx
 	r.removeCleanupDirs(ctx)
@@ -115,11 +120,28 @@ func (r *Runtime) restore() {
 		}
 	}
 	r.mu.Unlock()
-	r.restoring.Add(len(jobs))
+	if len(jobs) == 0 {
+		return
+	}
+	r.restoring.Add(len(jobs) + 1)
 	for _, j := range jobs {
 		go r.runRestore(j)
 	}
+	go func() {
+		defer r.restoring.Done()
+		t := time.NewTimer(restoreSweepDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			r.startSweep()
+		case <-r.sweep:
+		case <-r.ctx.Done():
+		}
+	}()
 }
+
+// startSweep starts the background take-over of the recorded pods.
+func (r *Runtime) startSweep() { r.sweepOnce.Do(func() { close(r.sweep) }) }
 
 // podRestore is the take-over of one recorded pod by a restarted Runtime.
 type podRestore struct {
@@ -149,11 +171,17 @@ func (r *Runtime) newRestoredPod(id, bundle string) *pod {
 	return p
 }
 
-// runRestore takes over j's pod once a slot is free, or at once when a
-// call waits for it.
+// runRestore takes over j's pod once the sweep has started and a slot is
+// free, or at once when a call waits for it.
 func (r *Runtime) runRestore(j *podRestore) {
 	defer r.restoring.Done()
 	defer close(j.done)
+	select {
+	case <-r.sweep:
+	case <-j.wanted:
+	case <-r.ctx.Done():
+		return
+	}
 	select {
 	case r.restoreSlots <- struct{}{}:
 		defer func() { <-r.restoreSlots }()
@@ -200,6 +228,7 @@ func (r *Runtime) awaitRestore(ctx context.Context, p *pod) error {
 	case <-j.done:
 	default:
 		j.wantedOnce.Do(func() { close(j.wanted) })
+		r.startSweep()
 		select {
 		case <-j.done:
 		case <-ctx.Done():

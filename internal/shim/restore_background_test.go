@@ -162,3 +162,28 @@ func TestRestoreCutShortByClose(t *testing.T) {
 		t.Errorf("Exited after the next take-over = %+v, %v, %v; want code 7", st, ok, err)
 	}
 }
+
+// TestRestoreSweep: pods no call asks about are taken over in the
+// background all the same.
+func TestRestoreSweep(t *testing.T) {
+	state, shim := newSlowShimState(t)
+	close(shim.answer)
+	r, err := New(Config{Name: "restore", ShimPath: "/bin/true", StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	deadline := time.Now().Add(restoreSweepDelay + 5*time.Second)
+	for {
+		if _, ok, err := readExit(filepath.Join(state, containersDir, "sb")); err != nil || ok {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recorded pod was not taken over without a call")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

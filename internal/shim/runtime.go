@@ -157,6 +157,10 @@ type Runtime struct {
 	// run in restoreSlots, at most restoreWorkers at a time.
 	restoring    sync.WaitGroup
 	restoreSlots chan struct{}
+	// sweep is closed when the background take-over starts (see
+	// restore).
+	sweep     chan struct{}
+	sweepOnce sync.Once
 
 	mu         sync.Mutex
 	pods       map[string]*pod       // by sandbox ID; guarded by mu
@@ -199,6 +203,7 @@ func New(cfg Config) (*Runtime, error) {
 		pods:         make(map[string]*pod),
 		containers:   make(map[string]*container),
 		restoreSlots: make(chan struct{}, restoreWorkers),
+		sweep:        make(chan struct{}),
 	}
 	r.events, err = serveEvents(r.eventsSocket(), r.handleEvent)
 	if err != nil {
