@@ -28,7 +28,7 @@ import (
 // An unknown ID gives an error wrapping errdefs.ErrNotFound; a container
 // that is not running errdefs.ErrFailedPrecondition.
 func (r *Runtime) Attach(ctx context.Context, id string, opts runtime.AttachOptions) error {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return fmt.Errorf("attach to container: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 // gives an error wrapping errdefs.ErrNotFound; a container whose shim is
 // gone errdefs.ErrFailedPrecondition.
 func (r *Runtime) Start(ctx context.Context, id string) error {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return fmt.Errorf("start container: %w", err)
 	}
@@ -48,7 +48,7 @@ func (r *Runtime) liveTasks(ctx context.Context, c *container) (taskapi.TaskServ
 // A container whose shim is gone is reported stopped, with no monitor. An
 // unknown ID gives an error wrapping errdefs.ErrNotFound.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return runtime.State{}, err
 	}
@@ -102,7 +102,7 @@ func taskStatus(s tasktypes.Status) runtime.Status {
 // cgroup (for Kata, the cgroup inside the VM). An unknown ID gives an
 // error wrapping errdefs.ErrNotFound.
 func (r *Runtime) TaskStats(ctx context.Context, id string) (*cgroups.Stats, error) {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}

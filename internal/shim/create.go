@@ -68,6 +68,11 @@ func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid i
 	_, exists := r.containers[id]
 	p := r.pods[podID]
 	r.mu.Unlock()
+	if p != nil {
+		if err := r.awaitRestore(ctx, p); err != nil {
+			return 0, fmt.Errorf("create container %s: %w", id, err)
+		}
+	}
 	switch {
 	case exists:
 		return 0, fmt.Errorf("create container %s: %w", id, errdefs.ErrAlreadyExists)

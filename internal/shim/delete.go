@@ -25,7 +25,7 @@ import (
 // Deleting an unknown ID removes any state left for it and returns nil:
 // the CRI server deletes in rollbacks where Create may not have happened.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if errdefs.IsNotFound(err) {
 		if err := os.RemoveAll(r.containerDir(id)); err != nil {
 			return fmt.Errorf("delete container %s: %w", id, err)

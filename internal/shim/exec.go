@@ -183,7 +183,7 @@ type execExit struct {
 // startExec starts a process in container id and starts waiting for it.
 // The caller must close it.
 func (r *Runtime) startExec(ctx context.Context, id string, opts runtime.ExecOptions, how execStdio) (_ *execProc, retErr error) {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("exec in container: %w", err)
 	}

@@ -16,7 +16,8 @@ import (
 // Exited returns the container's exit status once it has exited and its
 // output has been copied. ok is false while it runs, and for an unknown or
 // deleted ID. The status is kept on disk: exits that happened while the
-// daemon was down are found here after New.
+// daemon was down are found here after New, which it waits for when the
+// container's pod is still being taken over (see awaitRestore).
 func (r *Runtime) Exited(id string) (runtime.ExitStatus, bool, error) {
 	if err := runtime.ValidateID(id); err != nil {
 		return runtime.ExitStatus{}, false, err
@@ -24,7 +25,7 @@ func (r *Runtime) Exited(id string) (runtime.ExitStatus, bool, error) {
 	r.mu.Lock()
 	c := r.containers[id]
 	r.mu.Unlock()
-	if c != nil {
+	if c != nil && r.awaitRestore(r.ctx, c.pod) == nil {
 		if st, ok := c.exitStatus(); ok {
 			return st, true, nil
 		}
@@ -37,7 +38,7 @@ func (r *Runtime) Exited(id string) (runtime.ExitStatus, bool, error) {
 // container's shim dies, its containers are reported exited with
 // 128+SIGKILL. An unknown ID gives an error wrapping errdefs.ErrNotFound.
 func (r *Runtime) Wait(ctx context.Context, id string) (runtime.ExitStatus, error) {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return runtime.ExitStatus{}, fmt.Errorf("wait for container: %w", err)
 	}

@@ -156,6 +156,14 @@ type Runtime struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// restoring counts the pod take-overs under way (see restore), which
+	// run in restoreSlots, at most restoreWorkers at a time.
+	restoring    sync.WaitGroup
+	restoreSlots chan struct{}
+	// sweep is closed when the background take-over starts (see
+	// restore).
+	sweep     chan struct{}
+	sweepOnce sync.Once
 
 	mu         sync.Mutex
 	pods       map[string]*pod       // by sandbox ID; guarded by mu
@@ -171,8 +179,10 @@ var errClosed = fmt.Errorf("runtime closed: %w", errdefs.ErrUnavailable)
 // New validates cfg, creates StateDir if missing, serves the events
 // socket and takes over the pods recorded in StateDir: it reconnects to
 // their shims, resumes copying the output of their live containers and
-// records the exits that happened while no Runtime was running. Call Close
-// to stop.
+// records the exits that happened while no Runtime was running. It returns
+// once the records are read; the take-over goes on in the background, and
+// a call on a recorded container (Exited included) waits for its pod's.
+// Call Close to stop.
 func New(cfg Config) (*Runtime, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -189,12 +199,14 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	ctx, cancel := context.WithCancel(log.With(context.Background(), "handler", cfg.Name))
 	r := &Runtime{
-		cfg:        cfg,
-		exe:        exe,
-		ctx:        ctx,
-		cancel:     cancel,
-		pods:       make(map[string]*pod),
-		containers: make(map[string]*container),
+		cfg:          cfg,
+		exe:          exe,
+		ctx:          ctx,
+		cancel:       cancel,
+		pods:         make(map[string]*pod),
+		containers:   make(map[string]*container),
+		restoreSlots: make(chan struct{}, restoreWorkers),
+		sweep:        make(chan struct{}),
 	}
 	r.events, err = serveEvents(r.eventsSocket(), r.handleEvent)
 	if err != nil {
@@ -215,6 +227,8 @@ func (r *Runtime) Name() string { return r.cfg.Name }
 func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		r.cancel()
+		// Take-overs cut short leave their pods to the next Runtime.
+		r.restoring.Wait()
 		r.mu.Lock()
 		pods := make([]*pod, 0, len(r.pods))
 		for _, p := range r.pods {
@@ -237,8 +251,9 @@ func (r *Runtime) Close() error {
 	return r.closeErr
 }
 
-// lookup returns the container with id, or an error wrapping ErrNotFound.
-func (r *Runtime) lookup(id string) (*container, error) {
+// lookup returns the container with id, or an error wrapping ErrNotFound,
+// once its pod is taken over (see awaitRestore) or ctx ends.
+func (r *Runtime) lookup(ctx context.Context, id string) (*container, error) {
 	if err := runtime.ValidateID(id); err != nil {
 		return nil, err
 	}
@@ -247,6 +262,9 @@ func (r *Runtime) lookup(id string) (*container, error) {
 	r.mu.Unlock()
 	if c == nil {
 		return nil, fmt.Errorf("container %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err := r.awaitRestore(ctx, c.pod); err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	return c, nil
 }

@@ -63,6 +63,11 @@ type pod struct {
 	// expected.
 	stopping atomic.Bool
 
+	// restore is the take-over of a pod recorded by an earlier Runtime
+	// (see awaitRestore); nil for a pod this Runtime started. Set before
+	// the pod is shared.
+	restore *podRestore
+
 	// releaseMu serialises releaseIfDone; released is set once every
 	// task of the stopped pod is deleted and the shim is being shut down.
 	releaseMu sync.Mutex

@@ -22,7 +22,7 @@ import (
 // it), and when that was the pod's last running task, the pod's shim has
 // been released (releaseIfDone).
 func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, sig syscall.Signal) (retErr error) {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil
 	}

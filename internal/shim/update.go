@@ -21,7 +21,7 @@ import (
 // errdefs.ErrNotFound, a stopped container errdefs.ErrFailedPrecondition;
 // when the shim refuses the values, config.json is not changed.
 func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResources) error {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return fmt.Errorf("update container: %w", err)
 	}
@@ -60,7 +60,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 // created, as the CRI asks; so does a log directory that is gone. Any
 // failure to open the new file is an error, and the old file is kept.
 func (r *Runtime) ReopenLog(ctx context.Context, id string) error {
-	c, err := r.lookup(id)
+	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reopen log of container: %w", err)
 	}
