@@ -158,6 +158,12 @@ func TestCreateContainerRefusals(t *testing.T) {
 		{"group without user", pod, mod(func(c *runtimeapi.ContainerConfig) {
 			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsGroup: &runtimeapi.Int64Value{Value: 5}}}
 		}), codes.InvalidArgument},
+		{"relative working dir", pod, mod(func(c *runtimeapi.ContainerConfig) { c.WorkingDir = "work" }), codes.InvalidArgument},
+		{"program not in the image", pod, mod(func(c *runtimeapi.ContainerConfig) { c.Command = []string{"/nonexistent"} }), codes.InvalidArgument},
+		{"no command, none in the image", pod, mod(func(c *runtimeapi.ContainerConfig) { c.Command = nil }), codes.InvalidArgument},
+		{"mount over /proc not from a procfs", pod, mod(func(c *runtimeapi.ContainerConfig) {
+			c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/proc", HostPath: "/dev/null"}}
+		}), codes.InvalidArgument},
 		{"image absent", pod, mod(func(c *runtimeapi.ContainerConfig) { c.Image.Image = "nginx" }), codes.NotFound},
 		{"unknown pod", "0123456789abcdef", containerConfig("c"), codes.NotFound},
 		{"pod not ready", stopped, containerConfig("c"), codes.FailedPrecondition},

@@ -23,6 +23,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/specgen"
 )
 
 // RunPodSandbox creates and starts a pod sandbox, following the flow in
@@ -367,7 +368,22 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 			return fmt.Errorf("sandbox metadata %s %q is not a valid name: %w", f.field, f.val, errdefs.ErrInvalidArgument)
 		}
 	}
+	if strings.ContainsRune(cfg.GetLogDirectory(), 0) {
+		return fmt.Errorf("log directory %q contains a NUL byte: %w", cfg.GetLogDirectory(), errdefs.ErrInvalidArgument)
+	}
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	// What the runtime would refuse at create, after the pod's network
+	// and storage are made.
+	desc := specgen.Sandbox{
+		Hostname:    cfg.GetHostname(),
+		HostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
+		HostIPC:     nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
+		Sysctls:     cfg.GetLinux().GetSysctls(),
+	}
+	setPodResources(&desc, cfg.GetLinux().GetResources())
+	if err := specgen.CheckSandbox(desc); err != nil {
+		return err
+	}
 	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_TARGET || nsOpts.GetNetwork() == runtimeapi.NamespaceMode_CONTAINER {
 		return fmt.Errorf("network namespace mode %s is not valid for a pod: %w", nsOpts.GetNetwork(), errdefs.ErrInvalidArgument)
 	}
