@@ -247,10 +247,33 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	}
 	pid, err := rt.Create(ctx, oci.CreateOptions{ID: rec.ID, BundleDir: bundle, ConmonCgroup: s.conmonCgroup()})
 	if err != nil {
+		if name := refusedSysctl(err, cfg.GetLinux().GetSysctls()); name != "" {
+			return fmt.Errorf("create sandbox container: the kernel refused sysctl %s=%q: %v: %w",
+				name, cfg.GetLinux().GetSysctls()[name], err, errdefs.ErrInvalidArgument)
+		}
 		return fmt.Errorf("create sandbox container: %w", err)
 	}
 	rec = sb.Update(func(r *sandbox.Record) { r.Pid = pid })
 	return s.save(rec)
+}
+
+// refusedSysctl returns the requested sysctl that err, from the runtime's
+// create, says the kernel refused ("write /proc/sys/net/ipv4/...: invalid
+// argument"), or "". A value out of the kernel's range is known only to
+// the kernel: validateSandboxConfig checks names, not values, so the
+// runtime's refusal is the client's error all the same.
+func refusedSysctl(err error, sysctls map[string]string) string {
+	msg := err.Error()
+	for name := range sysctls {
+		// runc writes net.ipv4.conf.eth0/100.forwarding to
+		// net/ipv4/conf/eth0.100/forwarding, older runc to .../eth0/100/...
+		for _, p := range []string{strings.NewReplacer(".", "/", "/", ".").Replace(name), strings.ReplaceAll(name, ".", "/")} {
+			if strings.Contains(msg, "/proc/sys/"+p+":") {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 // newRecord builds the record of a new sandbox from its config.
@@ -382,6 +405,9 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	}
 	setPodResources(&desc, cfg.GetLinux().GetResources())
 	if err := specgen.CheckSandbox(desc); err != nil {
+		return err
+	}
+	if err := specgen.CheckSysctlsExist(desc.Sysctls); err != nil {
 		return err
 	}
 	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_TARGET || nsOpts.GetNetwork() == runtimeapi.NamespaceMode_CONTAINER {

@@ -24,7 +24,7 @@ import (
 //
 // It refuses only what it is sure of. A path that reaches one of the
 // spec's mount destinations is taken as found, since what the mount
-// brings is not in the rootfs; so is a relative PATH entry. Symlinks are
+// brings is not in the rootfs. Symlinks are
 // followed inside rootfs, as if it were "/"; the walk only reads metadata.
 func CheckExecutable(rootfs string, s *specs.Spec) error {
 	if s == nil || s.Process == nil || len(s.Process.Args) == 0 {
@@ -52,11 +52,12 @@ func CheckExecutable(rootfs string, s *specs.Spec) error {
 			pathEnv = v
 		}
 	}
-	// As exec.LookPath: an empty PATH has no entries at all.
+	// As exec.LookPath: an empty PATH has no entries at all, an empty
+	// entry is the working directory, a relative one is below it.
 	if pathEnv != "" {
 		for _, dir := range strings.Split(pathEnv, ":") {
 			if !path.IsAbs(dir) {
-				return nil // relative to the working directory: not judged here
+				dir = path.Join(s.Process.Cwd, dir)
 			}
 			if lk.executable(path.Join(dir, name)) == nil {
 				return nil
