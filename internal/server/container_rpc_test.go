@@ -164,6 +164,9 @@ func TestCreateContainerRefusals(t *testing.T) {
 		{"mount over /proc not from a procfs", pod, mod(func(c *runtimeapi.ContainerConfig) {
 			c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/proc", HostPath: "/dev/null"}}
 		}), codes.InvalidArgument},
+		{"mount over /dev without a null device", pod, mod(func(c *runtimeapi.ContainerConfig) {
+			c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/dev", HostPath: t.TempDir()}}
+		}), codes.InvalidArgument},
 		{"image absent", pod, mod(func(c *runtimeapi.ContainerConfig) { c.Image.Image = "nginx" }), codes.NotFound},
 		{"unknown pod", "0123456789abcdef", containerConfig("c"), codes.NotFound},
 		{"pod not ready", stopped, containerConfig("c"), codes.FailedPrecondition},

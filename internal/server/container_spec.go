@@ -112,9 +112,18 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		if err != nil {
 			return nil, fmt.Errorf("mount source %s: %v: %w", m.GetHostPath(), err, errdefs.ErrInvalidArgument)
 		}
-		if filepath.Clean(m.GetContainerPath()) == "/proc" && !isProcFS(src) {
+		switch filepath.Clean(m.GetContainerPath()) {
+		case "/proc":
 			// runc mounts over /proc only a procfs.
-			return nil, errInvalid(fmt.Sprintf("mount %s:/proc: the source is not a procfs", m.GetHostPath()))
+			if !isProcFS(src) {
+				return nil, errInvalid(fmt.Sprintf("mount %s:/proc: the source is not a procfs", m.GetHostPath()))
+			}
+		case "/dev":
+			// It replaces the container's /dev, where runc needs a null
+			// device before it starts the process (found by TestCRIFuzz).
+			if !fileExists(filepath.Join(src, "null")) {
+				return nil, errInvalid(fmt.Sprintf("mount %s:/dev: the source has no null device", m.GetHostPath()))
+			}
 		}
 		c.Mounts = append(c.Mounts, specgen.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: src, Readonly: m.GetReadonly(),
