@@ -146,6 +146,13 @@ func TestContainerDevices(t *testing.T) {
 		{"bad type", []Device{{ContainerPath: "/dev/x", Type: "p"}}, false, nil, "", "", true},
 		{"relative path", []Device{{ContainerPath: "dev/x", Type: "c"}}, false, nil, "", "", true},
 		{"two at one path", []Device{gpu, gpu}, false, nil, "", "", true},
+		// runc cannot make a directory where a device is.
+		{"below a default device", []Device{{ContainerPath: "/dev/null/0", Type: "c", Major: 136, Minor: 0}}, false, nil, "", "", true},
+		{"below a requested device", []Device{gpu, {ContainerPath: "/dev/gpu0/x", Type: "c", Major: 1, Minor: 3}}, false, nil, "", "", true},
+		{"a sibling with a common prefix", []Device{gpu, {ContainerPath: "/dev/gpu00", Type: "c", Major: 1, Minor: 3}}, false, nil,
+			`[{"path":"/dev/gpu0","type":"c","major":195,"minor":0,"fileMode":432,"uid":0,"gid":44},` +
+				`{"path":"/dev/gpu00","type":"c","major":1,"minor":3,"fileMode":0,"uid":0,"gid":0}]`,
+			defaults[:len(defaults)-1] + `,{"allow":true,"type":"c","major":195,"minor":0,"access":"rw"},{"allow":true,"type":"c","major":1,"minor":3,"access":"rwm"}]`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testContainer()
