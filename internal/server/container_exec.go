@@ -11,6 +11,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/oci"
+	"github.com/podbay/podbay/internal/specgen"
 )
 
 // ExecSync runs a command in a running container and returns its output
@@ -24,6 +25,10 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	}
 	if req.GetTimeout() < 0 {
 		return nil, errInvalid("exec timeout must not be negative")
+	}
+	// An empty program name or a NUL in an argument no runtime can exec.
+	if err := specgen.CheckProcess(req.GetCmd(), nil, nil, ""); err != nil {
+		return nil, err
 	}
 	c, err := s.containers.Get(req.GetContainerId())
 	if err != nil {

@@ -521,6 +521,8 @@ func TestExecSync(t *testing.T) {
 	}{
 		{"no command", &runtimeapi.ExecSyncRequest{ContainerId: id}},
 		{"negative timeout", &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"true"}, Timeout: -1}},
+		{"empty program name", &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"", "x"}}},
+		{"NUL in an arg", &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"echo", "a\x00b"}}},
 	} {
 		_, err := execSync(tc.req)
 		wantStatus(t, tc.name, err, codes.InvalidArgument)
