@@ -113,7 +113,14 @@ func processEnv(image []string, cri []KeyValue, hostname string) ([]string, erro
 		}
 		overrides = append(overrides, kv.Key+"="+kv.Value)
 	}
-	return mergeEnv(env, overrides), nil
+	env = mergeEnv(env, overrides)
+	for _, e := range env {
+		// The image's, which checkEnv did not see.
+		if strings.ContainsRune(e, 0) {
+			return nil, fmt.Errorf("environment entry %q contains a NUL byte: %w", e, errdefs.ErrInvalidArgument)
+		}
+	}
+	return env, nil
 }
 
 // mergeEnv returns base with overrides applied: KEY=VALUE replaces KEY in
