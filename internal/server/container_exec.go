@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -47,6 +49,9 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 		Timeout: time.Duration(req.GetTimeout()) * time.Second,
 	})
 	if err != nil {
+		if errdefs.Code(err) == codes.Unknown && programRefused(err) {
+			return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+		}
 		return nil, err
 	}
 	stderr := res.Stderr
@@ -54,6 +59,15 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 		stderr = append(stderr, []byte(fmt.Sprintf("command timed out after %ds\n", req.GetTimeout()))...)
 	}
 	return &runtimeapi.ExecSyncResponse{Stdout: res.Stdout, Stderr: stderr, ExitCode: res.ExitCode}, nil
+}
+
+// programRefused reports whether err is runc refusing to start the
+// program an exec names, in the container as it is now (`exec: "x":
+// executable file not found in $PATH`, a missing path, a directory): the
+// request's fault, which only the container's filesystem can tell, as it
+// is when the exec runs (found by TestCRIFuzz).
+func programRefused(err error) bool {
+	return strings.Contains(err.Error(), "unable to start container process: exec: \"")
 }
 
 // Exec returns the URL of an interactive exec session in a running
