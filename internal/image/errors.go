@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 
 	"github.com/containers/image/v5/docker"
@@ -41,6 +42,8 @@ func classifyPullError(ref string, err error) error {
 		return fmt.Errorf("pull %s: %w: %w", ref, errdefs.ErrNotFound, err)
 	case isUnavailable(err):
 		return fmt.Errorf("pull %s: registry %w: %w", ref, errdefs.ErrUnavailable, err)
+	case isBlocked(err):
+		return fmt.Errorf("pull %s: %w: %w", ref, errdefs.ErrFailedPrecondition, err)
 	}
 	return fmt.Errorf("pull %s: %w", ref, err)
 }
@@ -94,6 +97,14 @@ func isUnavailable(err error) bool {
 		}
 	}
 	return false
+}
+
+// isBlocked reports a registry the node's registries.conf blocks, which
+// stays refused until the configuration changes (found by TestCRIFuzz).
+// containers/image says so in text only.
+func isBlocked(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "registry ") && strings.Contains(msg, " is blocked in ")
 }
 
 // registryCode returns the OCI distribution error code in err, if any.

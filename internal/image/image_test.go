@@ -96,6 +96,8 @@ func TestClassifyPullError(t *testing.T) {
 		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, errdefs.ErrUnavailable},
 		{&net.DNSError{Err: "no such host", Name: "registry.invalid"}, errdefs.ErrUnavailable},
 		{fmt.Errorf("pinging: %w", os.NewSyscallError("connect", syscall.ECONNRESET)), errdefs.ErrUnavailable},
+		{errors.New("initializing source docker://x:latest: registry docker.io is blocked in /etc/containers/registries.conf or /etc/containers/registries.conf.d"),
+			errdefs.ErrFailedPrecondition},
 		{context.DeadlineExceeded, context.DeadlineExceeded},
 		{errors.New("something else"), nil},
 	} {
@@ -103,7 +105,7 @@ func TestClassifyPullError(t *testing.T) {
 		if reflect.TypeOf(tc.err).Comparable() && !errors.Is(got, tc.err) {
 			t.Errorf("classify(%v) lost the cause: %v", tc.err, got)
 		}
-		for _, class := range []error{ErrUnauthorized, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrInvalidArgument} {
+		for _, class := range []error{ErrUnauthorized, errdefs.ErrNotFound, errdefs.ErrUnavailable, errdefs.ErrInvalidArgument, errdefs.ErrFailedPrecondition} {
 			if class != tc.want && errors.Is(got, class) {
 				t.Errorf("classify(%v) = %v: also %v", tc.err, got, class)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/undo"
 )
 
@@ -246,6 +247,20 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		// CRI: run_as_group "should only be specified when run_as_user or
 		// run_as_username is specified; otherwise, the runtime MUST error".
 		return errInvalid("run_as_group is set without run_as_user or run_as_username")
+	}
+	// What the runtime would refuse at create, after the container's
+	// storage is made.
+	if err := specgen.CheckProcess(cfg.GetCommand(), cfg.GetArgs(), criEnv(cfg.GetEnvs()), cfg.GetWorkingDir()); err != nil {
+		return err
+	}
+	if r := cfg.GetLinux().GetResources(); r != nil {
+		if err := specgen.CheckResources(containerResources(r)); err != nil {
+			return err
+		}
+	}
+	if strings.ContainsRune(cfg.GetLogPath(), 0) {
+		// conmon cannot be started with it (found by TestCRIFuzz).
+		return errInvalid(fmt.Sprintf("log path %q contains a NUL byte", cfg.GetLogPath()))
 	}
 	if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") {
 		return errInvalid(fmt.Sprintf("log path %q must be relative to the pod's log directory", lp))

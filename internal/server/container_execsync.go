@@ -3,13 +3,16 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/specgen"
 )
 
 // ExecSync runs a command in a running container and returns its output
@@ -23,6 +26,10 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	}
 	if req.GetTimeout() < 0 {
 		return nil, errInvalid("exec timeout must not be negative")
+	}
+	// An empty program name or a NUL in an argument no runtime can exec.
+	if err := specgen.CheckProcess(req.GetCmd(), nil, nil, ""); err != nil {
+		return nil, err
 	}
 	c, err := s.containers.Get(req.GetContainerId())
 	if err != nil {
@@ -41,6 +48,9 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 		Timeout: time.Duration(req.GetTimeout()) * time.Second,
 	})
 	if err != nil {
+		if errdefs.Code(err) == codes.Unknown && programRefused(err) {
+			return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+		}
 		return nil, err
 	}
 	stderr := res.Stderr
@@ -48,4 +58,13 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 		stderr = append(stderr, []byte(fmt.Sprintf("command timed out after %ds\n", req.GetTimeout()))...)
 	}
 	return &runtimeapi.ExecSyncResponse{Stdout: res.Stdout, Stderr: stderr, ExitCode: res.ExitCode}, nil
+}
+
+// programRefused reports whether err is runc refusing to start the
+// program an exec names, in the container as it is now (`exec: "x":
+// executable file not found in $PATH`, a missing path, a directory): the
+// request's fault, which only the container's filesystem can tell, as it
+// is when the exec runs (found by TestCRIFuzz).
+func programRefused(err error) bool {
+	return strings.Contains(err.Error(), "unable to start container process: exec: \"")
 }

@@ -158,6 +158,15 @@ func TestCreateContainerRefusals(t *testing.T) {
 		{"group without user", pod, mod(func(c *runtimeapi.ContainerConfig) {
 			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsGroup: &runtimeapi.Int64Value{Value: 5}}}
 		}), codes.InvalidArgument},
+		{"relative working dir", pod, mod(func(c *runtimeapi.ContainerConfig) { c.WorkingDir = "work" }), codes.InvalidArgument},
+		{"program not in the image", pod, mod(func(c *runtimeapi.ContainerConfig) { c.Command = []string{"/nonexistent"} }), codes.InvalidArgument},
+		{"no command, none in the image", pod, mod(func(c *runtimeapi.ContainerConfig) { c.Command = nil }), codes.InvalidArgument},
+		{"mount over /proc not from a procfs", pod, mod(func(c *runtimeapi.ContainerConfig) {
+			c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/proc", HostPath: "/dev/null"}}
+		}), codes.InvalidArgument},
+		{"mount over /dev without a null device", pod, mod(func(c *runtimeapi.ContainerConfig) {
+			c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/dev", HostPath: t.TempDir()}}
+		}), codes.InvalidArgument},
 		{"image absent", pod, mod(func(c *runtimeapi.ContainerConfig) { c.Image.Image = "nginx" }), codes.NotFound},
 		{"unknown pod", "0123456789abcdef", containerConfig("c"), codes.NotFound},
 		{"pod not ready", stopped, containerConfig("c"), codes.FailedPrecondition},
@@ -512,6 +521,8 @@ func TestExecSync(t *testing.T) {
 	}{
 		{"no command", &runtimeapi.ExecSyncRequest{ContainerId: id}},
 		{"negative timeout", &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"true"}, Timeout: -1}},
+		{"empty program name", &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"", "x"}}},
+		{"NUL in an arg", &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"echo", "a\x00b"}}},
 	} {
 		_, err := execSync(tc.req)
 		wantStatus(t, tc.name, err, codes.InvalidArgument)
@@ -730,4 +741,23 @@ func TestStreamingRPCsWithoutStreamingServer(t *testing.T) {
 	wantStatus(t, "Attach", err, codes.Unavailable)
 	_, err = call(srv, "PortForward", srv.PortForward, &runtimeapi.PortForwardRequest{PodSandboxId: pod, Port: []int32{80}})
 	wantStatus(t, "PortForward", err, codes.Unavailable)
+}
+
+// runc's refusal to start the program an exec names is the request's
+// fault, through conmon or a shim alike.
+func TestProgramRefused(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{`exec in container c1: runtime exec: exec failed: unable to start container process: exec: "..": executable file not found in $PATH (exit status 255)`, true},
+		{`exec in container c1: OCI runtime exec failed: exec failed: unable to start container process: exec: "/nonexistent": stat /nonexistent: no such file or directory: unknown`, true},
+		{`exec in container c1: runtime exec: exec failed: unable to start container process: exec: "../../../etc": permission denied (exit status 255)`, true},
+		{`exec in container c1: runtime exec: exec failed: unable to start container process: error adding pid 42 to cgroups (exit status 255)`, false},
+		{`exec in container c1: start runtime exec: fork/exec /usr/bin/runc: no such file or directory`, false},
+	} {
+		if got := programRefused(errors.New(tc.msg)); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.msg, got, tc.want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
@@ -74,9 +75,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 			c.Hostname = h
 		}
 	}
-	for _, kv := range cfg.GetEnvs() {
-		c.Env = append(c.Env, specgen.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
-	}
+	c.Env = criEnv(cfg.GetEnvs())
 	for _, m := range cfg.GetMounts() {
 		if !filepath.IsAbs(m.GetHostPath()) || !filepath.IsAbs(m.GetContainerPath()) {
 			return nil, errInvalid(fmt.Sprintf("mount %s:%s: paths must be absolute", m.GetHostPath(), m.GetContainerPath()))
@@ -84,6 +83,19 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		src, err := filepath.EvalSymlinks(m.GetHostPath())
 		if err != nil {
 			return nil, fmt.Errorf("mount source %s: %v: %w", m.GetHostPath(), err, errdefs.ErrInvalidArgument)
+		}
+		switch filepath.Clean(m.GetContainerPath()) {
+		case "/proc":
+			// runc mounts over /proc only a procfs.
+			if !isProcFS(src) {
+				return nil, errInvalid(fmt.Sprintf("mount %s:/proc: the source is not a procfs", m.GetHostPath()))
+			}
+		case "/dev":
+			// It replaces the container's /dev, where runc needs a null
+			// device before it starts the process (found by TestCRIFuzz).
+			if !fileExists(filepath.Join(src, "null")) {
+				return nil, errInvalid(fmt.Sprintf("mount %s:/dev: the source has no null device", m.GetHostPath()))
+			}
 		}
 		c.Mounts = append(c.Mounts, specgen.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: src, Readonly: m.GetReadonly(),
@@ -138,7 +150,14 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 			return nil, err
 		}
 	}
-	return specgen.ContainerSpec(c, s.host)
+	spec, err := specgen.ContainerSpec(c, s.host)
+	if err != nil {
+		return nil, err
+	}
+	if err := specgen.CheckExecutable(rootfs, spec); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }
 
 func (s *Server) privilegedDevices(requested []specgen.Device) ([]specgen.Device, error) {
@@ -147,6 +166,21 @@ func (s *Server) privilegedDevices(requested []specgen.Device) ([]specgen.Device
 		return nil, fmt.Errorf("list host devices: %w", err)
 	}
 	return append(requested, host...), nil
+}
+
+// criEnv translates a CRI container's environment.
+func criEnv(kvs []*runtimeapi.KeyValue) []specgen.KeyValue {
+	var env []specgen.KeyValue
+	for _, kv := range kvs {
+		env = append(env, specgen.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
+	}
+	return env
+}
+
+// isProcFS reports whether path is on a procfs.
+func isProcFS(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
 }
 
 // containerResources translates CRI resources (CreateContainer and

@@ -64,6 +64,20 @@ func TestValidateContainerConfig(t *testing.T) {
 		{"group with username", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: sc(&runtimeapi.LinuxContainerSecurityContext{
 			RunAsGroup: &runtimeapi.Int64Value{Value: 1}, RunAsUsername: "www-data"})}, true},
 		{"plain", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "c/0.log"}, true},
+		// What runc or conmon would refuse after the container's storage
+		// is made (found by TestCRIFuzz).
+		{"NUL in the log path", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "a\x00b"}, false},
+		{"empty program name", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Command: []string{""}}, false},
+		{"NUL in an arg", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Args: []string{"a\x00b"}}, false},
+		{"NUL in an env value", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Envs: []*runtimeapi.KeyValue{{Key: "A", Value: "\x00"}}}, false},
+		{"relative working dir", &runtimeapi.ContainerConfig{Metadata: md, Image: img, WorkingDir: "work"}, false},
+		{"absolute working dir", &runtimeapi.ContainerConfig{Metadata: md, Image: img, WorkingDir: "/work"}, true},
+		{"cpu shares out of range", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: &runtimeapi.LinuxContainerConfig{
+			Resources: &runtimeapi.LinuxContainerResources{CpuShares: 1 << 31}}}, false},
+		{"memory limit too low", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: &runtimeapi.LinuxContainerConfig{
+			Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 65536}}}, false},
+		{"resources", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: &runtimeapi.LinuxContainerConfig{
+			Resources: &runtimeapi.LinuxContainerResources{CpuShares: 512, CpuQuota: 50000, CpuPeriod: 100000, MemoryLimitInBytes: 64 << 20}}}, true},
 	} {
 		if err := validateContainerConfig(tc.cfg); (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)

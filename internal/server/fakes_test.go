@@ -365,8 +365,14 @@ func (f *fakeImages) CreateRootfs(ctx context.Context, id, imageID string, opts 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := filepath.Join(f.dir, id)
-	if err := os.MkdirAll(p, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(p, "bin"), 0o755); err != nil {
 		return "", err
+	}
+	// The programs the tests run, which CreateContainer looks for.
+	for _, prog := range []string{"sh", "sleep", "true", "fail"} {
+		if err := os.WriteFile(filepath.Join(p, "bin", prog), nil, 0o755); err != nil {
+			return "", err
+		}
 	}
 	f.rootfses[id] = p
 	if err := f.fail["createrootfs"]; err != nil {

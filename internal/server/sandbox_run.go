@@ -23,6 +23,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/undo"
 )
 
@@ -44,6 +45,13 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	rt, err := s.runtimeFor(handler)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.Runtimes[handler].Type != config.TypeVM {
+		// The node's kernel is the pod's: a sysctl it lacks, runc cannot
+		// set. A VM's guest kernel may have sysctls the node lacks.
+		if err := specgen.CheckSysctlsExist(cfg.GetLinux().GetSysctls()); err != nil {
+			return nil, err
+		}
 	}
 	name := sandboxName(cfg.GetMetadata())
 	ctx = log.With(ctx, "podName", name)
@@ -247,10 +255,33 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	}
 	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: rec.ID, BundleDir: bundle, MonitorCgroup: s.monitorCgroup()})
 	if err != nil {
+		if name := refusedSysctl(err, cfg.GetLinux().GetSysctls()); name != "" {
+			return fmt.Errorf("create sandbox container: the kernel refused sysctl %s=%q: %v: %w",
+				name, cfg.GetLinux().GetSysctls()[name], err, errdefs.ErrInvalidArgument)
+		}
 		return fmt.Errorf("create sandbox container: %w", s.runtimeFailure(err))
 	}
 	rec = sb.Update(func(r *sandbox.Record) { r.Pid = pid })
 	return s.save(rec)
+}
+
+// refusedSysctl returns the requested sysctl that err, from the runtime's
+// create, says the kernel refused ("write /proc/sys/net/ipv4/...: invalid
+// argument"), or "". A value out of the kernel's range is known only to
+// the kernel: validateSandboxConfig checks names, not values, so the
+// runtime's refusal is the client's error all the same.
+func refusedSysctl(err error, sysctls map[string]string) string {
+	msg := err.Error()
+	for name := range sysctls {
+		// runc writes net.ipv4.conf.eth0/100.forwarding to
+		// net/ipv4/conf/eth0.100/forwarding, older runc to .../eth0/100/...
+		for _, p := range []string{strings.NewReplacer(".", "/", "/", ".").Replace(name), strings.ReplaceAll(name, ".", "/")} {
+			if strings.Contains(msg, "/proc/sys/"+p+":") {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 // newRecord builds the record of a new sandbox from its config.
@@ -368,7 +399,22 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 			return fmt.Errorf("sandbox metadata %s %q is not a valid name: %w", f.field, f.val, errdefs.ErrInvalidArgument)
 		}
 	}
+	if strings.ContainsRune(cfg.GetLogDirectory(), 0) {
+		return fmt.Errorf("log directory %q contains a NUL byte: %w", cfg.GetLogDirectory(), errdefs.ErrInvalidArgument)
+	}
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	// What the runtime would refuse at create, after the pod's network
+	// and storage are made.
+	desc := specgen.Sandbox{
+		Hostname:    cfg.GetHostname(),
+		HostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
+		HostIPC:     nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
+		Sysctls:     cfg.GetLinux().GetSysctls(),
+	}
+	setPodResources(&desc, cfg.GetLinux().GetResources())
+	if err := specgen.CheckSandbox(desc); err != nil {
+		return err
+	}
 	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_TARGET || nsOpts.GetNetwork() == runtimeapi.NamespaceMode_CONTAINER {
 		return fmt.Errorf("network namespace mode %s is not valid for a pod: %w", nsOpts.GetNetwork(), errdefs.ErrInvalidArgument)
 	}

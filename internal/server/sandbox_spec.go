@@ -52,12 +52,19 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		v := sc.GetRunAsGroup().GetValue()
 		desc.RunAsGroup = &v
 	}
-	if r := linux.GetResources(); r != nil {
-		desc.HasResources = true
-		desc.CPUShares = uint64(r.GetCpuShares())
-		desc.CPUQuota = r.GetCpuQuota()
-		desc.CPUPeriod = uint64(r.GetCpuPeriod())
-		desc.MemoryLimit = r.GetMemoryLimitInBytes()
-	}
+	setPodResources(&desc, linux.GetResources())
 	return specgen.SandboxSpec(desc)
+}
+
+// setPodResources copies the pod's resource totals, when the kubelet sent
+// them, into desc.
+func setPodResources(desc *specgen.Sandbox, r *runtimeapi.LinuxContainerResources) {
+	if r == nil {
+		return
+	}
+	desc.HasResources = true
+	desc.CPUShares = uint64(r.GetCpuShares())
+	desc.CPUQuota = r.GetCpuQuota()
+	desc.CPUPeriod = uint64(r.GetCpuPeriod())
+	desc.MemoryLimit = r.GetMemoryLimitInBytes()
 }

@@ -204,7 +204,9 @@ func ContainerSpec(c Container, host Host) (*specs.Spec, error) {
 	if s.Process.Env, err = processEnv(c.Image.Env, c.Env, c.Hostname); err != nil {
 		return nil, err
 	}
-	s.Process.Cwd = processCwd(c.WorkingDir, c.Image.WorkingDir)
+	if s.Process.Cwd, err = processCwd(c.WorkingDir, c.Image.WorkingDir); err != nil {
+		return nil, err
+	}
 	s.Process.Terminal = c.Tty
 	s.Process.User = specs.User{
 		UID:            c.User.UID,
@@ -242,7 +244,9 @@ func ContainerSpec(c Container, host Host) (*specs.Spec, error) {
 		}
 	}
 
-	if s.Linux.Sysctl, err = sysctls(c.Security.Sysctls, c.Sandbox.HostNetwork, c.Security.Namespaces.Ipc == NamespaceNode); err != nil {
+	if s.Linux.Sysctl, err = sysctls(c.Security.Sysctls, SysctlScope{
+		HostNetwork: c.Sandbox.HostNetwork, HostIPC: c.Security.Namespaces.Ipc == NamespaceNode,
+	}); err != nil {
 		return nil, err
 	}
 	s.Linux.CgroupsPath = path.Join(c.Sandbox.CgroupParent, "podbay-"+c.ID)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -85,7 +86,32 @@ func devices(req []Device, privileged bool, hostDevices []Device) ([]specs.Linux
 		}
 		nodes = append(host, nodes...)
 	}
+	if err := checkDeviceNesting(nodes); err != nil {
+		return nil, nil, err
+	}
 	return nodes, rules, nil
+}
+
+// runcDefaultDevices are the nodes runc makes in every container's /dev
+// unless the spec has a device at the same path.
+var runcDefaultDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
+
+// checkDeviceNesting refuses a device below another device's path: runc
+// would fail to make the directory for it (found by TestCRIFuzz, a host
+// directory of devices given at /dev/null).
+func checkDeviceNesting(nodes []specs.LinuxDevice) error {
+	paths := slices.Clone(runcDefaultDevices)
+	for _, n := range nodes {
+		paths = append(paths, n.Path)
+	}
+	for _, n := range nodes {
+		for _, p := range paths {
+			if strings.HasPrefix(n.Path, p+"/") {
+				return fmt.Errorf("device %s is below the device %s: %w", n.Path, p, errdefs.ErrInvalidArgument)
+			}
+		}
+	}
+	return nil
 }
 
 func deviceNode(d Device) (specs.LinuxDevice, specs.LinuxDeviceCgroup, error) {

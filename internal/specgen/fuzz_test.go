@@ -450,6 +450,11 @@ func FuzzSandboxSpec(f *testing.F) {
 			t.Fatalf("network namespace %q, want the sandbox key %q", netns.Path, sb.NetNSPath)
 		case sb.HostNetwork && s.Hostname != "":
 			t.Fatalf("hostname %q without a UTS namespace", s.Hostname)
+		case len(s.Hostname) > maxHostname:
+			t.Fatalf("hostname of %d bytes", len(s.Hostname))
+		}
+		if err := CheckSysctls(s.Linux.Sysctl, SysctlScope{HostNetwork: sb.HostNetwork, HostIPC: sb.HostIPC}); err != nil {
+			t.Fatalf("spec has a sysctl runc refuses: %v", err)
 		}
 		checkMounts(t, s.Mounts, false)
 		if sb.Privileged {
@@ -531,8 +536,17 @@ func FuzzContainerSpec(f *testing.F) {
 func checkContainerSpec(t *testing.T, c Container, host Host, s *specs.Spec) {
 	t.Helper()
 	p := s.Process
-	if len(p.Args) == 0 {
-		t.Fatal("no process args")
+	if len(p.Args) == 0 || p.Args[0] == "" {
+		t.Fatalf("no program: args %q", p.Args)
+	}
+	// What runc refuses at create.
+	if !path.IsAbs(p.Cwd) {
+		t.Fatalf("cwd %q is not absolute", p.Cwd)
+	}
+	for _, a := range append(slices.Clone(p.Args), append(p.Env, p.Cwd)...) {
+		if strings.ContainsRune(a, 0) {
+			t.Fatalf("NUL in process field %q", a)
+		}
 	}
 	if len(c.Command) > 0 && !slices.Equal(p.Args, append(slices.Clone(c.Command), c.Args...)) {
 		t.Fatalf("args %q, want command %q and args %q", p.Args, c.Command, c.Args)

@@ -14,8 +14,9 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
-// This file holds the only parts of the package, with rootfs.go, that read
-// the host: device nodes for ContainerSpec, and the daemon's capabilities.
+// This file holds the only parts of the package, with rootfs.go and
+// executable.go, that read the host: device nodes for ContainerSpec, the
+// daemon's capabilities, and the kernel's sysctls.
 
 // errNotDevice marks a path that is not a block or character device.
 var errNotDevice = errors.New("not a device node")
@@ -146,4 +147,41 @@ func boundingSet(status string) ([]string, error) {
 		return caps, nil
 	}
 	return nil, errors.New("no CapBnd line in the process status")
+}
+
+// CheckSysctlsExist refuses a sysctl the kernel does not have, which runc
+// finds missing in /proc/sys only at create. The daemon's /proc/sys is the
+// node's: a pod's namespaces have no sysctl the node lacks, but for the
+// per-interface ones (net.ipv4.conf.eth0.*, net.ipv6.neigh.eth0.*) of an
+// interface only the pod has, checked against the "default" entry.
+func CheckSysctlsExist(req map[string]string) error {
+	return checkSysctlsExist(req, "/proc/sys")
+}
+
+func checkSysctlsExist(req map[string]string, procSys string) error {
+	for name := range req {
+		parts := strings.Split(dotSeparated(name), ".")
+		for i, p := range parts {
+			// In the dotted form a "/" is a "." of the name (eth0/100 is
+			// the interface eth0.100).
+			parts[i] = strings.ReplaceAll(p, "/", ".")
+			if parts[i] == "" || parts[i] == "." || parts[i] == ".." {
+				return fmt.Errorf("sysctl %q is not a valid name: %w", name, errdefs.ErrInvalidArgument)
+			}
+		}
+		if len(parts) >= 5 && parts[0] == "net" && (parts[1] == "ipv4" || parts[1] == "ipv6") &&
+			(parts[2] == "conf" || parts[2] == "neigh") && !fileExists(filepath.Join(procSys, "net", parts[1], parts[2], parts[3])) {
+			parts[3] = "default"
+		}
+		fi, err := os.Stat(filepath.Join(append([]string{procSys}, parts...)...))
+		if err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("sysctl %s: the kernel has no such setting: %w", name, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

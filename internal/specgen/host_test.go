@@ -3,6 +3,7 @@ package specgen
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,5 +102,38 @@ func TestHostDevices(t *testing.T) {
 	}
 	if _, _, err := devices(nil, true, devs); err != nil {
 		t.Fatalf("host devices do not make a spec: %v", err)
+	}
+}
+
+func TestCheckSysctlsExist(t *testing.T) {
+	procSys := t.TempDir()
+	for _, f := range []string{"net/ipv4/ip_forward", "net/ipv4/conf/default/forwarding", "net/ipv4/conf/eth0.100/forwarding", "kernel/shmmax"} {
+		if err := os.MkdirAll(filepath.Join(procSys, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(procSys, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"net.ipv4.ip_forward", true},
+		{"net/ipv4/ip_forward", true},
+		{"kernel.shmmax", true},
+		{"net.ipv4.conf.eth0/100.forwarding", true},
+		{"net/ipv4/conf/eth0.100/forwarding", true},
+		{"net.ipv4.conf.pod0.forwarding", true}, // an interface only the pod has
+		{"net.ipv4.conf.pod0.nope", false},
+		{"net.ipv4.nope", false},
+		{"net.ipv4", false}, // a directory
+		{"net..ipv4.ip_forward", false},
+		{"net.ipv4.conf.//.ipv4.ip_forward", false},
+	} {
+		err := checkSysctlsExist(map[string]string{tc.name: "1"}, procSys)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+			t.Errorf("%s: %v, want ok=%v or an invalid argument", tc.name, err, tc.ok)
+		}
 	}
 }

@@ -24,7 +24,8 @@ const (
 
 // Mount is a CRI bind mount. HostPath must exist, be resolved (no
 // symlinks) and, for rslave/rshared, sit on a mount with slave or shared
-// propagation: those are the caller's checks, since they look at the host.
+// propagation, and a mount at /proc must have a procfs source: those are
+// the caller's checks, since they look at the host.
 // SELinux relabelling is not supported.
 type Mount struct {
 	ContainerPath string
@@ -128,6 +129,9 @@ func criMount(m Mount) (specs.Mount, error) {
 	if dest == "/" {
 		return specs.Mount{}, fmt.Errorf("mount %q: cannot mount over the container's root: %w", m.HostPath, errdefs.ErrInvalidArgument)
 	}
+	if strings.HasPrefix(dest, "/proc/") && !slices.Contains(procMountable, dest) {
+		return specs.Mount{}, fmt.Errorf("mount %q -> %q: only %v can be mounted inside /proc: %w", m.HostPath, dest, procMountable, errdefs.ErrInvalidArgument)
+	}
 	p := m.Propagation
 	if p == "" {
 		p = PropagationPrivate
@@ -136,6 +140,14 @@ func criMount(m Mount) (specs.Mount, error) {
 		return specs.Mount{}, fmt.Errorf("mount %q -> %q: propagation %q: %w", m.HostPath, dest, m.Propagation, errdefs.ErrInvalidArgument)
 	}
 	return bindMount(m.HostPath, dest, m.Readonly, p), nil
+}
+
+// procMountable are the paths inside /proc runc lets a mount cover: the
+// files lxcfs emulates, and ns_last_pid for CRIU. runc refuses any other
+// (and /proc itself unless the source is a procfs, which the caller checks).
+var procMountable = []string{
+	"/proc/cpuinfo", "/proc/diskstats", "/proc/meminfo", "/proc/stat", "/proc/swaps", "/proc/uptime",
+	"/proc/loadavg", "/proc/slabinfo", "/proc/net/dev", "/proc/sys/kernel/ns_last_pid",
 }
 
 func bindMount(src, dest string, readonly bool, p Propagation) specs.Mount {

@@ -107,11 +107,11 @@ func TestContainerMounts(t *testing.T) {
 			c.Mounts = []Mount{
 				{ContainerPath: "/a/b/c", HostPath: "/h/c"},
 				{ContainerPath: "/a", HostPath: "/h/a"},
-				{ContainerPath: "/proc/x/y", HostPath: "/h/y"},
+				{ContainerPath: "/srv/x/y", HostPath: "/h/y"},
 				{ContainerPath: "/a/b", HostPath: "/h/b"},
 			}
 		}, []string{mProc, mDev, mSysRO, "/a bind /h/a rbind,rprivate,rw", mPts, mShm, mMqueue, "/a/b bind /h/b rbind,rprivate,rw",
-			mCgroup, "/a/b/c bind /h/c rbind,rprivate,rw", "/proc/x/y bind /h/y rbind,rprivate,rw"}, ""},
+			mCgroup, "/a/b/c bind /h/c rbind,rprivate,rw", "/srv/x/y bind /h/y rbind,rprivate,rw"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testContainer()
@@ -148,6 +148,9 @@ func TestContainerMountsRejects(t *testing.T) {
 		{"over the root, uncleaned", []Mount{{ContainerPath: "/a/..", HostPath: "/srv"}}, nil},
 		{"two at one place", []Mount{{ContainerPath: "/d", HostPath: "/a"}, {ContainerPath: "/d/", HostPath: "/b"}}, nil},
 		{"unknown propagation", []Mount{{ContainerPath: "/d", HostPath: "/a", Propagation: "shared"}}, nil},
+		// runc refuses mounts inside /proc but for a few lxcfs files.
+		{"inside /proc", []Mount{{ContainerPath: "/proc/sys", HostPath: "/srv"}}, nil},
+		{"inside /proc, uncleaned", []Mount{{ContainerPath: "/x/../proc/self/fd", HostPath: "/srv"}}, nil},
 		{"file with a relative destination", nil, []File{{Source: "/sb/hosts", Dest: "etc/hosts"}}},
 		{"file without a source", nil, []File{{Dest: "/etc/hosts"}}},
 	} {
@@ -158,5 +161,15 @@ func TestContainerMountsRejects(t *testing.T) {
 				t.Fatalf("error %v, want an invalid argument", err)
 			}
 		})
+	}
+}
+
+func TestContainerMountsInsideProc(t *testing.T) {
+	for _, dest := range procMountable {
+		c := testContainer()
+		c.Mounts = []Mount{{ContainerPath: dest, HostPath: "/var/lib/lxcfs" + dest}}
+		if _, err := ContainerSpec(c, Host{}); err != nil {
+			t.Errorf("mount at %s: %v", dest, err)
+		}
 	}
 }

@@ -67,25 +67,91 @@ func containerNamespaces(sb SandboxRef, opts NamespaceOptions, cgroupV2 bool) ([
 // ipcSysctls are the sysctls of the IPC namespace (runc's list).
 var ipcSysctls = []string{
 	"kernel.sem", "kernel.shmall", "kernel.shmmax", "kernel.shmmni", "kernel.shm_rmid_forced",
-	"kernel.msgmax", "kernel.msgmni", "kernel.msgmnb",
+	"kernel.msgmax", "kernel.msgmnb", "kernel.msgmni",
 }
 
-// sysctls copies the requested sysctls, refusing those that would change
-// the node's settings because the container shares a host namespace.
-func sysctls(req map[string]string, hostNetwork, hostIPC bool) (map[string]string, error) {
+// SysctlScope says which of a process's namespaces are the host's. A
+// sysctl may only be set in a namespace of the pod's own.
+type SysctlScope struct {
+	// HostNetwork: the host's network namespace, and then the host's UTS
+	// namespace too (a pod with its own network has its own UTS).
+	HostNetwork bool
+	// HostIPC: the host's IPC namespace.
+	HostIPC bool
+}
+
+// CheckSysctls refuses, as runc's config validation does, a sysctl that
+// is not namespaced or whose namespace is the host's in scope: runc would
+// refuse it at create, after the pod's resources are made. Allowed are the
+// IPC sysctls and fs.mqueue.* with a private IPC namespace, net.* with a
+// private network namespace and kernel.domainname with a private UTS
+// namespace; kernel.hostname never (runc: it conflicts with the OCI
+// hostname). A name may use "/" as separator (sysctl.d(5)) as runc
+// accepts. Values are not checked: only the kernel knows them, and a bad
+// one fails at create.
+func CheckSysctls(req map[string]string, scope SysctlScope) error {
+	for k := range req {
+		if err := checkSysctl(k, scope); err != nil {
+			return fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+func checkSysctl(name string, scope SysctlScope) error {
+	k := dotSeparated(name)
+	switch {
+	case k == "":
+		return fmt.Errorf("sysctl without a name")
+	case strings.ContainsRune(k, 0):
+		return fmt.Errorf("sysctl %q: name contains a NUL byte", name)
+	case slices.Contains(ipcSysctls, k) || strings.HasPrefix(k, "fs.mqueue."):
+		if scope.HostIPC {
+			return fmt.Errorf("sysctl %s would change the host's IPC namespace", name)
+		}
+		return nil
+	case strings.HasPrefix(k, "net."):
+		if scope.HostNetwork {
+			return fmt.Errorf("sysctl %s would change the host's network namespace", name)
+		}
+		return nil
+	case k == "kernel.domainname" && !scope.HostNetwork:
+		return nil
+	case k == "kernel.hostname" && !scope.HostNetwork:
+		return fmt.Errorf("sysctl %s conflicts with the pod's hostname", name)
+	}
+	return fmt.Errorf("sysctl %s is not in a namespace of the pod's own", name)
+}
+
+// dotSeparated turns a sysctl name written with "/" separators
+// ("net/ipv4/conf/eth0.100/forwarding") into the dotted form
+// ("net.ipv4.conf.eth0/100.forwarding"), as sysctl(8) reads it.
+func dotSeparated(name string) string {
+	i := strings.IndexAny(name, "./")
+	if i < 0 || name[i] == '.' {
+		return name
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '.':
+			return '/'
+		case '/':
+			return '.'
+		}
+		return r
+	}, name)
+}
+
+// sysctls copies the requested sysctls once CheckSysctls accepts them.
+func sysctls(req map[string]string, scope SysctlScope) (map[string]string, error) {
 	if len(req) == 0 {
 		return nil, nil
 	}
+	if err := CheckSysctls(req, scope); err != nil {
+		return nil, err
+	}
 	out := make(map[string]string, len(req))
 	for k, v := range req {
-		switch {
-		case k == "":
-			return nil, fmt.Errorf("sysctl without a name: %w", errdefs.ErrInvalidArgument)
-		case hostNetwork && (strings.HasPrefix(k, "net.") || k == "kernel.hostname" || k == "kernel.domainname"):
-			return nil, fmt.Errorf("sysctl %s would change the host's network or UTS namespace: %w", k, errdefs.ErrInvalidArgument)
-		case hostIPC && (strings.HasPrefix(k, "fs.mqueue.") || slices.Contains(ipcSysctls, k)):
-			return nil, fmt.Errorf("sysctl %s would change the host's IPC namespace: %w", k, errdefs.ErrInvalidArgument)
-		}
 		out[k] = v
 	}
 	return out, nil

@@ -100,6 +100,13 @@ func TestContainerSysctls(t *testing.T) {
 		{"host ipc refuses fs.mqueue.*", map[string]string{"fs.mqueue.msg_max": "20"}, hostIPC, nil, false},
 		{"host ipc allows net.*", map[string]string{"net.core.somaxconn": "1024"}, hostIPC, map[string]string{"net.core.somaxconn": "1024"}, true},
 		{"empty name", map[string]string{"": "1"}, func(*Container) {}, nil, false},
+		{"not namespaced", map[string]string{"kernel.panic": "1"}, func(*Container) {}, nil, false},
+		{"kernel.hostname conflicts with the pod's", map[string]string{"kernel.hostname": "x"}, func(*Container) {}, nil, false},
+		{"kernel.domainname in the pod's UTS", map[string]string{"kernel.domainname": "x"}, func(*Container) {},
+			map[string]string{"kernel.domainname": "x"}, true},
+		{"host network refuses kernel.domainname", map[string]string{"kernel.domainname": "x"}, hostNetwork, nil, false},
+		{"slash separators", map[string]string{"net/ipv4/ip_forward": "1"}, func(*Container) {}, map[string]string{"net/ipv4/ip_forward": "1"}, true},
+		{"host network refuses slash-separated net", map[string]string{"net/ipv4/ip_forward": "1"}, hostNetwork, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testContainer()

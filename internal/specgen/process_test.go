@@ -27,6 +27,10 @@ func TestContainerArgs(t *testing.T) {
 		{"empty-string entrypoint with args", nil, []string{"a"}, []string{""}, cmd, []string{"a"}},
 		{"empty-string entrypoint alone", nil, nil, []string{""}, nil, nil},
 		{"nothing at all", nil, nil, nil, nil, nil},
+		{"empty program name", []string{""}, []string{"a"}, ep, cmd, nil},
+		{"empty program name from the image", nil, nil, nil, []string{"", "x"}, nil},
+		{"NUL in the command", []string{"/bin/a\x00b"}, nil, ep, cmd, nil},
+		{"NUL in an arg", nil, []string{"a\x00b"}, ep, cmd, nil},
 		{"empty slices", []string{}, []string{}, []string{}, []string{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +91,8 @@ func TestContainerEnv(t *testing.T) {
 		{"image entry without a key is dropped", []string{"=oops"}, nil, "", []string{defaultPath}},
 		{"empty container key", nil, []KeyValue{{"", "v"}}, "", nil},
 		{"container key with =", nil, []KeyValue{{"A=B", "v"}}, "", nil},
+		{"NUL in a container key", nil, []KeyValue{{"A\x00B", "v"}}, "", nil},
+		{"NUL in a container value", nil, []KeyValue{{"A", "v\x00w"}}, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testContainer()
@@ -116,12 +122,55 @@ func TestContainerCwd(t *testing.T) {
 		{"image", "", "/srv", "/srv"},
 		{"container", "/work", "", "/work"},
 		{"container wins", "/work", "/srv", "/work"},
+		// runc: "Cwd must be an absolute path".
+		{"relative container dir", "work", "/srv", ""},
+		{"relative image dir", "", "srv", ""},
+		{"NUL", "/a\x00b", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testContainer()
 			c.WorkingDir, c.Image.WorkingDir = tc.container, tc.image
+			if tc.want == "" {
+				if _, err := ContainerSpec(c, Host{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+					t.Fatalf("error %v, want an invalid argument", err)
+				}
+				return
+			}
 			if got := mustSpec(t, c, Host{}).Process.Cwd; got != tc.want {
 				t.Fatalf("cwd %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// CheckProcess refuses before anything is made what ContainerSpec would
+// refuse of the CRI config's process; the image's part it cannot know.
+func TestCheckProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		command, args []string
+		env           []KeyValue
+		dir           string
+		ok            bool
+	}{
+		{"nothing: the image decides", nil, nil, nil, "", true},
+		{"plain", []string{"/bin/sh", "-c"}, []string{"exit 0"}, []KeyValue{{"A", "b=c"}, {"E", ""}}, "/work", true},
+		{"args only", nil, []string{"a"}, nil, "", true},
+		{"empty program name", []string{""}, nil, nil, "", false},
+		{"empty first arg is the image's business", nil, []string{""}, nil, "", true},
+		{"NUL in the command", []string{"a\x00b"}, nil, nil, "", false},
+		{"NUL in an arg", nil, []string{"x", "a\x00b"}, nil, "", false},
+		{"empty env name", nil, nil, []KeyValue{{"", "v"}}, "", false},
+		{"= in an env name", nil, nil, []KeyValue{{"A=B", "v"}}, "", false},
+		{"NUL in an env name", nil, nil, []KeyValue{{"A\x00", "v"}}, "", false},
+		{"NUL in an env value", nil, nil, []KeyValue{{"A", "\x00"}}, "", false},
+		{"relative working dir", nil, nil, nil, "work", false},
+		{"NUL in the working dir", nil, nil, nil, "/a\x00b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckProcess(tc.command, tc.args, tc.env, tc.dir)
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+				t.Fatalf("CheckProcess: %v, want ok=%v or an invalid argument", err, tc.ok)
 			}
 		})
 	}

@@ -20,6 +20,9 @@ func LinuxResources(r Resources, host Host) (*specs.LinuxResources, error) {
 }
 
 func resources(r Resources, host Host) (*specs.LinuxResources, error) {
+	if err := CheckResources(r); err != nil {
+		return nil, err
+	}
 	out := &specs.LinuxResources{}
 	if r.CPUShares != 0 || r.CPUQuota != 0 || r.CPUPeriod != 0 || r.CpusetCpus != "" || r.CpusetMems != "" {
 		cpu := &specs.LinuxCPU{Cpus: r.CpusetCpus, Mems: r.CpusetMems}
@@ -71,4 +74,43 @@ func resources(r Resources, host Host) (*specs.LinuxResources, error) {
 		}
 	}
 	return out, nil
+}
+
+// Bounds of the CPU and memory settings, zero meaning unset for each.
+const (
+	// minCPUShares and maxCPUShares bound cpu.shares: the kernel clamps
+	// a value outside, which runc reports as an error (cgroup v1), or the
+	// cpu.weight runc converts it to is out of range (v2). The kubelet's
+	// MinShares and MaxShares.
+	minCPUShares = 2
+	maxCPUShares = 262144
+	// minCPUPeriod and maxCPUPeriod bound the CFS period in µs (the
+	// kernel's 1ms and 1s); a positive quota must be at least
+	// minCPUPeriod and at most maxCPUQuota, the kernel's max_cfs_runtime.
+	// A negative quota is no limit.
+	minCPUPeriod = 1000
+	maxCPUPeriod = 1000000
+	maxCPUQuota  = 1<<44 - 1
+	// minMemoryLimit is Docker's smallest memory limit (6 MiB): runc
+	// cannot set a limit below what the container's init already uses,
+	// about 2 MiB, and a container will not run long under 6 MiB. -1 is
+	// no limit; other negative values the kernel refuses.
+	minMemoryLimit = 6 << 20
+)
+
+// CheckResources refuses CPU and memory settings the kernel refuses, which
+// runc would report only at create, after the pod's or container's
+// resources are made.
+func CheckResources(r Resources) error {
+	switch {
+	case r.CPUShares != 0 && (r.CPUShares < minCPUShares || r.CPUShares > maxCPUShares):
+		return fmt.Errorf("cpu shares %d outside [%d, %d]: %w", r.CPUShares, minCPUShares, maxCPUShares, errdefs.ErrInvalidArgument)
+	case r.CPUPeriod != 0 && (r.CPUPeriod < minCPUPeriod || r.CPUPeriod > maxCPUPeriod):
+		return fmt.Errorf("cpu period %dµs outside [%d, %d]: %w", r.CPUPeriod, minCPUPeriod, maxCPUPeriod, errdefs.ErrInvalidArgument)
+	case r.CPUQuota > 0 && (r.CPUQuota < minCPUPeriod || r.CPUQuota > maxCPUQuota):
+		return fmt.Errorf("cpu quota %dµs outside [%d, %d]: %w", r.CPUQuota, minCPUPeriod, int64(maxCPUQuota), errdefs.ErrInvalidArgument)
+	case r.MemoryLimit < -1 || (r.MemoryLimit > 0 && r.MemoryLimit < minMemoryLimit):
+		return fmt.Errorf("memory limit %d below %d bytes: %w", r.MemoryLimit, minMemoryLimit, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }

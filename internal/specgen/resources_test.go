@@ -32,10 +32,10 @@ func TestContainerResources(t *testing.T) {
 			`{"cpu":{"shares":512,"quota":50000,"period":100000,"cpus":"0-1","mems":"0"}}`, false},
 		{"cpuset only", Resources{CpusetCpus: "1"}, Host{}, `{"cpu":{"cpus":"1"}}`, false},
 		{"unlimited quota passes through", Resources{CPUQuota: -1}, Host{}, `{"cpu":{"quota":-1}}`, false},
-		{"memory without swap control", Resources{MemoryLimit: 1 << 20}, Host{}, `{"memory":{"limit":1048576}}`, false},
-		{"memory caps swap too", Resources{MemoryLimit: 1 << 20}, Host{SwapControl: true}, `{"memory":{"limit":1048576,"swap":1048576}}`, false},
-		{"explicit swap", Resources{MemoryLimit: 1 << 20, MemorySwapLimit: 1 << 21}, Host{SwapControl: true},
-			`{"memory":{"limit":1048576,"swap":2097152}}`, false},
+		{"memory without swap control", Resources{MemoryLimit: 8 << 20}, Host{}, `{"memory":{"limit":8388608}}`, false},
+		{"memory caps swap too", Resources{MemoryLimit: 8 << 20}, Host{SwapControl: true}, `{"memory":{"limit":8388608,"swap":8388608}}`, false},
+		{"explicit swap", Resources{MemoryLimit: 8 << 20, MemorySwapLimit: 16 << 20}, Host{SwapControl: true},
+			`{"memory":{"limit":8388608,"swap":16777216}}`, false},
 		{"explicit swap without swap control", Resources{MemorySwapLimit: 1 << 21}, Host{}, `{}`, false},
 		{"hugepages, sorted", Resources{HugepageLimits: map[string]uint64{"2MB": 4 << 20, "1GB": 0}}, Host{Hugetlb: true},
 			`{"hugepageLimits":[{"pageSize":"1GB","limit":0},{"pageSize":"2MB","limit":4194304}]}`, false},
@@ -69,10 +69,10 @@ func TestContainerResources(t *testing.T) {
 
 func TestContainerResourcesDoNotAlias(t *testing.T) {
 	c := testContainer()
-	c.Resources.MemoryLimit = 100
+	c.Resources.MemoryLimit = 100 << 20
 	s := mustSpec(t, c, Host{SwapControl: true})
 	*s.Linux.Resources.Memory.Swap = 5
-	if *s.Linux.Resources.Memory.Limit != 100 {
+	if *s.Linux.Resources.Memory.Limit != 100<<20 {
 		t.Fatal("memory limit and swap share storage")
 	}
 }
@@ -146,6 +146,13 @@ func TestContainerDevices(t *testing.T) {
 		{"bad type", []Device{{ContainerPath: "/dev/x", Type: "p"}}, false, nil, "", "", true},
 		{"relative path", []Device{{ContainerPath: "dev/x", Type: "c"}}, false, nil, "", "", true},
 		{"two at one path", []Device{gpu, gpu}, false, nil, "", "", true},
+		// runc cannot make a directory where a device is.
+		{"below a default device", []Device{{ContainerPath: "/dev/null/0", Type: "c", Major: 136, Minor: 0}}, false, nil, "", "", true},
+		{"below a requested device", []Device{gpu, {ContainerPath: "/dev/gpu0/x", Type: "c", Major: 1, Minor: 3}}, false, nil, "", "", true},
+		{"a sibling with a common prefix", []Device{gpu, {ContainerPath: "/dev/gpu00", Type: "c", Major: 1, Minor: 3}}, false, nil,
+			`[{"path":"/dev/gpu0","type":"c","major":195,"minor":0,"fileMode":432,"uid":0,"gid":44},` +
+				`{"path":"/dev/gpu00","type":"c","major":1,"minor":3,"fileMode":0,"uid":0,"gid":0}]`,
+			defaults[:len(defaults)-1] + `,{"allow":true,"type":"c","major":195,"minor":0,"access":"rw"},{"allow":true,"type":"c","major":1,"minor":3,"access":"rwm"}]`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testContainer()
@@ -188,5 +195,43 @@ func TestDefaultDeviceRules(t *testing.T) {
 		if !allowed[d] {
 			t.Errorf("device %d:%d not allowed", d[0], d[1])
 		}
+	}
+}
+
+// CheckResources refuses what the kernel refuses, as runc reports it only
+// at create.
+func TestCheckResources(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Resources
+		ok   bool
+	}{
+		{"none", Resources{}, true},
+		{"bounds", Resources{CPUShares: 2, CPUQuota: 1000, CPUPeriod: 1000}, true},
+		{"upper bounds", Resources{CPUShares: 262144, CPUQuota: 1<<44 - 1, CPUPeriod: 1000000}, true},
+		{"negative quota is no limit", Resources{CPUQuota: -1 << 63}, true},
+		{"memory -1 is no limit", Resources{MemoryLimit: -1}, true},
+		{"memory at the minimum", Resources{MemoryLimit: 6 << 20}, true},
+		{"huge memory", Resources{MemoryLimit: 1<<63 - 1}, true},
+		{"one share", Resources{CPUShares: 1}, false},
+		{"too many shares", Resources{CPUShares: 262145}, false},
+		{"quota under 1ms", Resources{CPUQuota: 999}, false},
+		{"quota over the kernel's max", Resources{CPUQuota: 1 << 62}, false},
+		{"period under 1ms", Resources{CPUPeriod: 999}, false},
+		{"period over 1s", Resources{CPUPeriod: 1000001}, false},
+		{"memory under the minimum", Resources{MemoryLimit: 4096}, false},
+		{"negative memory", Resources{MemoryLimit: -2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckResources(tc.r)
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+				t.Fatalf("CheckResources: %v, want ok=%v or an invalid argument", err, tc.ok)
+			}
+			c := testContainer()
+			c.Resources = tc.r
+			if _, err := ContainerSpec(c, Host{}); tc.ok != (err == nil) {
+				t.Fatalf("ContainerSpec: %v, want ok=%v", err, tc.ok)
+			}
+		})
 	}
 }

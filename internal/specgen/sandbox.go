@@ -2,7 +2,8 @@
 // runtime specs. SandboxSpec and ContainerSpec are pure: they read no files
 // and touch no host state, so every translation is covered by table tests.
 // The few functions that must look at the host are kept apart: ResolveUser
-// reads a container's /etc/passwd and /etc/group (user.go, rootfs.go);
+// reads a container's /etc/passwd and /etc/group (user.go, rootfs.go),
+// CheckExecutable looks for its program (executable.go);
 // DeviceFromHost, HostDevices and CurrentCapabilities read /dev and /proc
 // (host.go).
 package specgen
@@ -11,10 +12,12 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/annotations"
+	"github.com/podbay/podbay/internal/errdefs"
 )
 
 // defaultSandboxOOMScoreAdjust is the pause process's oom_score_adj when
@@ -80,6 +83,9 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	if !sb.HostNetwork && sb.NetNSPath == "" {
 		return nil, fmt.Errorf("sandbox spec: a pod without host network needs a network namespace path")
 	}
+	if err := CheckSandbox(sb); err != nil {
+		return nil, err
+	}
 	s := baseSpec()
 	s.Root = &specs.Root{Path: sb.RootfsPath, Readonly: true}
 	s.Process.Args = append([]string(nil), sb.Args...)
@@ -132,11 +138,8 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	s.Linux.Namespaces = ns
 	s.Linux.CgroupsPath = sb.CgroupsPath
 
-	if len(sb.Sysctls) > 0 {
-		s.Linux.Sysctl = map[string]string{}
-		for k, v := range sb.Sysctls {
-			s.Linux.Sysctl[k] = v
-		}
+	if s.Linux.Sysctl, err = sysctls(sb.Sysctls, SysctlScope{HostNetwork: sb.HostNetwork, HostIPC: sb.HostIPC}); err != nil {
+		return nil, err
 	}
 
 	score := defaultSandboxOOMScoreAdjust
@@ -190,6 +193,52 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 		s.Annotations[annotations.SandboxMemory] = strconv.FormatInt(sb.MemoryLimit, 10)
 	}
 	return s, nil
+}
+
+// resources are the settings SandboxSpec applies to the pause container:
+// the positive ones.
+func (sb Sandbox) resources() Resources {
+	r := Resources{CPUShares: sb.CPUShares, CPUPeriod: sb.CPUPeriod}
+	if sb.CPUQuota > 0 {
+		r.CPUQuota = sb.CPUQuota
+	}
+	if sb.MemoryLimit > 0 {
+		r.MemoryLimit = sb.MemoryLimit
+	}
+	return r
+}
+
+// CheckSandbox refuses, before anything is made, what SandboxSpec would
+// refuse in sb's hostname, sysctls and resources, the parts the runtime
+// would otherwise refuse only at create.
+func CheckSandbox(sb Sandbox) error {
+	if !sb.HostNetwork {
+		if err := CheckHostname(sb.Hostname); err != nil {
+			return err
+		}
+	}
+	if err := CheckSysctls(sb.Sysctls, SysctlScope{HostNetwork: sb.HostNetwork, HostIPC: sb.HostIPC}); err != nil {
+		return err
+	}
+	return CheckResources(sb.resources())
+}
+
+// maxHostname is the kernel's limit on a hostname (HOST_NAME_MAX):
+// sethostname(2) fails with EINVAL beyond it.
+const maxHostname = 64
+
+// CheckHostname refuses a pod hostname the kernel would refuse, or that
+// would break the /etc/hostname and /etc/hosts files written for the pod
+// (a NUL or a line break). An empty hostname is allowed: the pod keeps
+// the runtime's.
+func CheckHostname(h string) error {
+	if len(h) > maxHostname {
+		return fmt.Errorf("hostname %.16q... is %d bytes, more than %d: %w", h, len(h), maxHostname, errdefs.ErrInvalidArgument)
+	}
+	if strings.ContainsAny(h, "\x00\n\r") {
+		return fmt.Errorf("hostname %q contains a NUL or a line break: %w", h, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // defaultCapabilities are the capabilities a container gets unless it asks

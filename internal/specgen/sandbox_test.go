@@ -1,11 +1,14 @@
 package specgen
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/annotations"
+	"github.com/podbay/podbay/internal/errdefs"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -98,7 +101,7 @@ func TestSandboxSpecAnnotationsAndFields(t *testing.T) {
 	sb.Files = []File{{Source: "/x/resolv.conf", Dest: "/etc/resolv.conf"}}
 	sb.RunAsUser, sb.RunAsGroup = ptr(int64(65535)), ptr(int64(65534))
 	sb.SupplementalGroups = []int64{5, 6}
-	sb.CPUShares, sb.CPUQuota, sb.CPUPeriod, sb.MemoryLimit = 512, 50000, 100000, 1<<20
+	sb.CPUShares, sb.CPUQuota, sb.CPUPeriod, sb.MemoryLimit = 512, 50000, 100000, 64<<20
 	if s, err := SandboxSpec(sb); err != nil || s.Annotations[annotations.SandboxMemory] != "" {
 		t.Fatalf("without HasResources the totals are no annotations: %v %v", err, s.Annotations)
 	}
@@ -111,7 +114,7 @@ func TestSandboxSpecAnnotationsAndFields(t *testing.T) {
 		annotations.SandboxCPUPeriod: "100000",
 		annotations.SandboxCPUQuota:  "50000",
 		annotations.SandboxCPUShares: "512",
-		annotations.SandboxMemory:    "1048576",
+		annotations.SandboxMemory:    "67108864",
 		"a":                          "b",
 		annotations.ContainerType:    annotations.ContainerTypeSandbox,
 		annotations.SandboxID:        "abc",
@@ -138,7 +141,7 @@ func TestSandboxSpecAnnotationsAndFields(t *testing.T) {
 		t.Errorf("user %+v", u)
 	}
 	r := s.Linux.Resources
-	if *r.CPU.Shares != 512 || *r.CPU.Quota != 50000 || *r.CPU.Period != 100000 || *r.Memory.Limit != 1<<20 {
+	if *r.CPU.Shares != 512 || *r.CPU.Quota != 50000 || *r.CPU.Period != 100000 || *r.Memory.Limit != 64<<20 {
 		t.Errorf("resources %+v %+v", r.CPU, r.Memory)
 	}
 	var found bool
@@ -179,6 +182,55 @@ func TestSandboxSpecRejects(t *testing.T) {
 		if _, err := SandboxSpec(sb); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// What the runtime would refuse at create: SandboxSpec and CheckSandbox
+// (which the server calls before anything is made) refuse it alike.
+func TestCheckSandbox(t *testing.T) {
+	hostNet := func(s *Sandbox) { s.HostNetwork, s.NetNSPath = true, "" }
+	for _, tc := range []struct {
+		name string
+		mod  func(*Sandbox)
+		ok   bool
+	}{
+		{"base", func(*Sandbox) {}, true},
+		{"hostname of 64 bytes", func(s *Sandbox) { s.Hostname = strings.Repeat("h", 64) }, true},
+		{"hostname of 65 bytes", func(s *Sandbox) { s.Hostname = strings.Repeat("h", 65) }, false},
+		{"hostname with a line break", func(s *Sandbox) { s.Hostname = "a\nb" }, false},
+		{"hostname with NUL", func(s *Sandbox) { s.Hostname = "a\x00b" }, false},
+		{"host network ignores the hostname", func(s *Sandbox) { hostNet(s); s.Hostname = strings.Repeat("h", 65) }, true},
+		{"namespaced sysctls", func(s *Sandbox) {
+			s.Sysctls = map[string]string{"net.ipv4.ip_forward": "1", "kernel.shm_rmid_forced": "1", "fs.mqueue.msg_max": "10", "kernel.domainname": "x"}
+		}, true},
+		{"slash-separated sysctl", func(s *Sandbox) { s.Sysctls = map[string]string{"net/ipv4/conf/eth0.100/forwarding": "1"} }, true},
+		{"empty sysctl", func(s *Sandbox) { s.Sysctls = map[string]string{"": "1"} }, false},
+		{"not namespaced", func(s *Sandbox) { s.Sysctls = map[string]string{"kernel.panic": "1"} }, false},
+		{"not a sysctl", func(s *Sandbox) { s.Sysctls = map[string]string{"../../x": "1"} }, false},
+		{"kernel.hostname", func(s *Sandbox) { s.Sysctls = map[string]string{"kernel.hostname": "x"} }, false},
+		{"net.* with host network", func(s *Sandbox) { hostNet(s); s.Sysctls = map[string]string{"net.ipv4.ip_forward": "1"} }, false},
+		{"domainname with host network", func(s *Sandbox) { hostNet(s); s.Sysctls = map[string]string{"kernel.domainname": "x"} }, false},
+		{"ipc sysctl with host ipc", func(s *Sandbox) { s.HostIPC = true; s.Sysctls = map[string]string{"kernel.msgmax": "1"} }, false},
+		{"mqueue sysctl with host ipc", func(s *Sandbox) { s.HostIPC = true; s.Sysctls = map[string]string{"fs.mqueue.msg_max": "1"} }, false},
+		{"resources", func(s *Sandbox) { s.CPUShares, s.CPUQuota, s.CPUPeriod, s.MemoryLimit = 2, 1000, 1000000, 6<<20 }, true},
+		{"negative quota and memory are not applied", func(s *Sandbox) { s.CPUQuota, s.MemoryLimit = -5, -5 }, true},
+		{"cpu shares too high", func(s *Sandbox) { s.CPUShares = 262145 }, false},
+		{"cpu shares from a negative", func(s *Sandbox) { s.CPUShares = uint64(1<<64 - 1) }, false},
+		{"memory below what runc needs", func(s *Sandbox) { s.MemoryLimit = 4096 }, false},
+		{"cpu period too long", func(s *Sandbox) { s.CPUPeriod = 1 << 31 }, false},
+		{"cpu quota under 1ms", func(s *Sandbox) { s.CPUQuota = 1 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := base()
+			tc.mod(&sb)
+			check := CheckSandbox(sb)
+			_, spec := SandboxSpec(sb)
+			for _, err := range []error{check, spec} {
+				if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+					t.Fatalf("%v, want ok=%v or an invalid argument", err, tc.ok)
+				}
+			}
+		})
 	}
 }
 

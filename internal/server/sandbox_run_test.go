@@ -1,0 +1,91 @@
+package server
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/errdefs"
+)
+
+// validateSandboxConfig refuses, before anything is made, what the runtime
+// would refuse only at create (found by TestCRIFuzz).
+func TestValidateSandboxConfig(t *testing.T) {
+	linux := func(sysctls map[string]string, ns *runtimeapi.NamespaceOption, r *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxPodSandboxConfig {
+		return &runtimeapi.LinuxPodSandboxConfig{Sysctls: sysctls, Resources: r,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}}
+	}
+	hostNet := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}
+	hostIPC := &runtimeapi.NamespaceOption{Ipc: runtimeapi.NamespaceMode_NODE}
+	for _, tc := range []struct {
+		name string
+		mod  func(*runtimeapi.PodSandboxConfig)
+		ok   bool
+	}{
+		{"plain", func(*runtimeapi.PodSandboxConfig) {}, true},
+		{"hostname of 65 bytes", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = strings.Repeat("h", 65) }, false},
+		{"hostname with a line break", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "a\nb" }, false},
+		{"long hostname on the host network is not used", func(c *runtimeapi.PodSandboxConfig) {
+			c.Hostname, c.Linux = strings.Repeat("h", 65), linux(nil, hostNet, nil)
+		}, true},
+		{"NUL in the log directory", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = "/var/log/pods/a\x00b" }, false},
+		{"namespaced sysctls", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(map[string]string{"net.ipv4.ip_unprivileged_port_start": "0", "kernel.shm_rmid_forced": "1"}, nil, nil)
+		}, true},
+		{"empty sysctl", func(c *runtimeapi.PodSandboxConfig) { c.Linux = linux(map[string]string{"": "1"}, nil, nil) }, false},
+		{"sysctl of no namespace", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(map[string]string{"kernel.panic": "1"}, nil, nil)
+		}, false},
+		{"kernel.hostname", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(map[string]string{"kernel.hostname": "x"}, nil, nil)
+		}, false},
+		{"net sysctl on the host network", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(map[string]string{"net.ipv4.ip_forward": "1"}, hostNet, nil)
+		}, false},
+		{"ipc sysctl in the host's IPC namespace", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(map[string]string{"kernel.shm_rmid_forced": "1"}, hostIPC, nil)
+		}, false},
+		{"pod resources", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(nil, nil, &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuQuota: 50000, CpuPeriod: 100000, MemoryLimitInBytes: 1 << 30})
+		}, true},
+		{"cpu shares over the maximum", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(nil, nil, &runtimeapi.LinuxContainerResources{CpuShares: 1 << 31})
+		}, false},
+		{"cpu period over 1s", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(nil, nil, &runtimeapi.LinuxContainerResources{CpuPeriod: 1<<63 - 1})
+		}, false},
+		{"memory limit under what runc needs", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(nil, nil, &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 4096})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := podConfig("web")
+			tc.mod(cfg)
+			err := validateSandboxConfig(cfg)
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+				t.Fatalf("validateSandboxConfig: %v, want ok=%v or an invalid argument", err, tc.ok)
+			}
+		})
+	}
+}
+
+// A sysctl value out of the kernel's range is known only when the runtime
+// writes it: its refusal is the client's error.
+func TestRefusedSysctl(t *testing.T) {
+	sysctls := map[string]string{"net.ipv4.ip_unprivileged_port_start": "-1", "kernel.shm_rmid_forced": "1"}
+	for _, tc := range []struct {
+		msg, want string
+	}{
+		{"runc create failed: unable to start container process: error during container init: write /proc/sys/net/ipv4/ip_unprivileged_port_start: invalid argument",
+			"net.ipv4.ip_unprivileged_port_start"},
+		{"OCI runtime create failed: runc create failed: ... open /proc/sys/kernel/shm_rmid_forced: no such file or directory", "kernel.shm_rmid_forced"},
+		{"runc create failed: write /proc/sys/net/ipv4/ip_forward: invalid argument", ""}, // not requested
+		{"runc create failed: the maximum allowed cpu-shares is 262144", ""},
+	} {
+		if got := refusedSysctl(errors.New(tc.msg), sysctls); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.msg, got, tc.want)
+		}
+	}
+}
