@@ -33,11 +33,7 @@ const removeWait = 5 * time.Second
 // directories where missing. New v1 cpuset cgroups get their parent's
 // cpus and mems, without which no process may join them.
 func MoveProcess(pid int, path string) error {
-	rel, err := relPath(path)
-	if err != nil {
-		return err
-	}
-	mounts, err := selfMounts()
+	rel, mounts, err := hierarchies(path)
 	if err != nil {
 		return err
 	}
@@ -69,11 +65,7 @@ func MoveProcess(pid int, path string) error {
 // in every mounted hierarchy, killing the processes left in it. A cgroup
 // that is gone counts as removed.
 func Remove(ctx context.Context, path string) error {
-	rel, err := relPath(path)
-	if err != nil {
-		return err
-	}
-	mounts, err := selfMounts()
+	rel, mounts, err := hierarchies(path)
 	if err != nil {
 		return err
 	}
@@ -84,6 +76,17 @@ func Remove(ctx context.Context, path string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hierarchies returns the cleaned cgroup path (never the root) and the
+// hierarchies mounted in the daemon's mount namespace.
+func hierarchies(path string) (string, []Mount, error) {
+	rel, err := relPath(path)
+	if err != nil {
+		return "", nil, err
+	}
+	mounts, err := selfMounts()
+	return rel, mounts, err
 }
 
 // relPath cleans a cgroup path and refuses the root.

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -45,17 +44,4 @@ func validateStreams(stdin, stdout, stderr, tty bool) error {
 		return errInvalid("tty and stderr cannot both be set")
 	}
 	return nil
-}
-
-// runningContainer returns container id (or unique prefix), which must be
-// running.
-func (s *Server) runningContainer(id string) (*container.Container, error) {
-	c, err := s.containers.Get(id)
-	if err != nil {
-		return nil, err
-	}
-	if st := c.Record().State; st != container.StateRunning {
-		return nil, fmt.Errorf("container %s is %s, not running: %w", c.ID, st, errdefs.ErrFailedPrecondition)
-	}
-	return c, nil
 }

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/specgen"
@@ -31,15 +30,7 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	if err := specgen.CheckProcess(req.GetCmd(), nil, nil, ""); err != nil {
 		return nil, err
 	}
-	c, err := s.containers.Get(req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	rec := c.Record()
-	if rec.State != container.StateRunning {
-		return nil, fmt.Errorf("container %s is not running: %w", c.ID, errdefs.ErrFailedPrecondition)
-	}
-	rt, err := s.runtimeForContainer(rec)
+	c, rt, err := s.runningContainerRuntime(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}

@@ -35,11 +35,7 @@ var _ streaming.Runtime = streamRuntime{}
 // the kubelet's server sends as the command's exit code.
 func (r streamRuntime) Exec(ctx context.Context, containerID string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
 	ctx = log.With(ctx, "session", "exec", "container", containerID)
-	c, err := r.s.runningContainer(containerID)
-	if err != nil {
-		return err
-	}
-	rt, err := r.s.runtimeForContainer(c.Record())
+	c, rt, err := r.s.runningContainerRuntime(containerID)
 	if err != nil {
 		return err
 	}
@@ -63,15 +59,11 @@ func (r streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 // first attach, come from its configuration, as in containerd.
 func (r streamRuntime) Attach(ctx context.Context, containerID string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
 	ctx = log.With(ctx, "session", "attach", "container", containerID)
-	c, err := r.s.runningContainer(containerID)
+	c, rt, err := r.s.runningContainerRuntime(containerID)
 	if err != nil {
 		return err
 	}
 	rec := c.Record()
-	rt, err := r.s.runtimeForContainer(rec)
-	if err != nil {
-		return err
-	}
 	var cfg runtimeapi.ContainerConfig
 	if err := protojson.Unmarshal(rec.Config, &cfg); err != nil {
 		return fmt.Errorf("container %s: decode its configuration: %w", c.ID, err)
