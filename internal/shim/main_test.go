@@ -17,6 +17,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(createHelperEnv) != "" {
 		os.Exit(createHelper())
 	}
+	// And as the start command of a shim that dies at once
+	// (deadstart_test.go).
+	if os.Getenv(deadShimEnv) != "" {
+		os.Exit(deadShimStart())
+	}
 	if os.Getenv("SHIM_TEST_DEBUG") != "" {
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	}

@@ -432,6 +432,13 @@ func (r *Runtime) stopShim(ctx context.Context, p *pod) error {
 	if p.proc == nil && address != "" && !p.isDead() {
 		if err := r.connect(ctx, p); err != nil {
 			log.G(ctx).Debug("connect to shim to stop it", "pod", p.id, "err", err)
+			// Never reached, and nothing listens on its socket: the
+			// shim died between its start and the connect, or its
+			// start was cut short after it made the socket. No monitor
+			// watches it, so its socket is removed here.
+			if !shimListening(ctx, address) {
+				p.markDead()
+			}
 		}
 	}
 	if p.proc != nil && !p.isDead() {
@@ -470,6 +477,20 @@ func (r *Runtime) stopShim(ctx context.Context, p *pod) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// shimListening reports whether a process listens on the shim address:
+// false only when the socket is refused or gone, not when the dial just
+// takes long.
+func shimListening(ctx context.Context, address string) bool {
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := dialShim(dctx, address)
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	return !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, os.ErrNotExist)
 }
 
 // waitClosed waits up to d for ch to be closed, or until ctx ends.
