@@ -402,6 +402,11 @@ func (ch *chaos) retry(ctx context.Context, step string, rpc func(context.Contex
 		c := status.Code(err)
 		ch.mu.Lock()
 		ch.stepFails[step+" "+c.String()]++
+		if c == codes.Unknown && !isTeardown(step) {
+			// The code alone does not tell what went wrong; the
+			// lifecycle retries it with a new attempt.
+			ch.stepFails["(unknown error) "+step+": "+firstLine(status.Convert(err).Message())]++
+		}
 		ch.mu.Unlock()
 		if ctx.Err() != nil {
 			return err
