@@ -155,6 +155,11 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
+	// Before anything can run a CNI DEL: a plugin a killed daemon left
+	// running would otherwise finish its ADD after recovery undid the pod.
+	if _, err := network.KillOrphanedPlugins(ctx, cfg.NetNSDir); err != nil {
+		log.G(ctx).Warn("kill cni plugins a previous podbayd left running", "err", err)
+	}
 	// A corrupt database is moved aside rather than keeping the node down:
 	// Recover's garbage collection then reclaims what its pods held.
 	db, err := store.OpenOrQuarantine(ctx, filepath.Join(cfg.Root, "podbay.db"))
