@@ -1,8 +1,13 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -138,4 +143,88 @@ func TestSIGTERMLeavesPodsRunning(t *testing.T) {
 	e.stopAndRemove(t, id)
 	waitGone(t, info.Pid, 10*time.Second)
 	e.assertNoLeaks(t)
+}
+
+// TestRestartKillsOrphanedPlugin: podbayd is killed while a CNI ADD hangs.
+// The plugin runs in its own process group and outlives the daemon; the
+// restarted daemon kills it before recovery runs the DEL that undoes the
+// pod (a late ADD would otherwise leave what it made), the kubelet's retry
+// of RunPodSandbox works, and nothing leaks.
+func TestRestartKillsOrphanedPlugin(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.start("")
+	cfg := e.podConfig("orphan-plugin")
+
+	e.hangCNI("ADD")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() {
+		_, err := e.tryRunPod(ctx, cfg, "")
+		runErr <- err
+	}()
+	pid := e.waitHungPlugin(t, "ADD")
+	t.Cleanup(func() {
+		if processRunning(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+
+	e.kill9()
+	if err := <-runErr; err == nil {
+		t.Fatal("RunPodSandbox succeeded although the daemon was killed during its CNI ADD")
+	}
+	if !processRunning(pid) {
+		t.Fatalf("the hung plugin %d died with the daemon; the test shows nothing", pid)
+	}
+	e.clearFailures()
+	e.restart("")
+
+	if processRunning(pid) {
+		t.Errorf("the plugin %d a killed daemon left running is still there after the restart", pid)
+	}
+	if !strings.Contains(fileTail(e.logPath, 200), "killed a CNI plugin a previous podbayd left running") {
+		t.Errorf("the restarted daemon logged no orphaned plugin it killed")
+	}
+	id := e.runPod(t, cfg, "")
+	e.stopAndRemove(t, id)
+	e.assertNoLeaks(t)
+	e.requireDelAfterFailedAdd(t)
+	e.requireNoPluginProcesses(t)
+}
+
+// waitHungPlugin waits until a podbay-failcni call of verb hangs and
+// returns the pid of the plugin process.
+func (e *env) waitHungPlugin(t *testing.T, verb string) int {
+	t.Helper()
+	var pid int
+	if err := eventually(rpcTimeout, func() error {
+		hung := map[string]bool{}
+		for _, c := range e.cniCalls() {
+			if c.Verb == verb && c.Outcome == "hang" {
+				hung[c.ContainerID] = true
+			}
+		}
+		for _, p := range readProcs() {
+			if filepath.Base(p.exe) != "podbay-failcni" || p.state == "Z" {
+				continue
+			}
+			environ, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "environ"))
+			env := map[string]string{}
+			for _, kv := range bytes.Split(environ, []byte{0}) {
+				if k, v, ok := strings.Cut(string(kv), "="); ok {
+					env[k] = v
+				}
+			}
+			if env["CNI_COMMAND"] == verb && hung[env["CNI_CONTAINERID"]] &&
+				filepath.Dir(env["CNI_NETNS"]) == e.netnsDir {
+				pid = p.pid
+				return nil
+			}
+		}
+		return fmt.Errorf("no podbay-failcni hangs in %s", verb)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
