@@ -1,8 +1,10 @@
 package network
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,6 +67,7 @@ func TestKillOrphanedPluginsKillsGroup(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Skipf("start a shell: %v", err)
 	}
+	waitEmptyEnvChild(t, cmd.Process.Pid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
@@ -76,12 +79,46 @@ func TestKillOrphanedPluginsKillsGroup(t *testing.T) {
 	if err := <-exited; err == nil {
 		t.Fatal("the plugin exited normally, not killed")
 	}
-	// The group is gone with its leader: signalling it fails.
+	// The group went with its leader: no member is left but zombies,
+	// which whoever inherited them reaps when it gets to it.
 	for range 100 {
-		if syscall.Kill(-cmd.Process.Pid, 0) != nil {
+		if live := liveGroupMembers(cmd.Process.Pid); len(live) == 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Error("the plugin's process group is still alive")
+	t.Errorf("processes of the plugin's group still alive: %v", liveGroupMembers(cmd.Process.Pid))
+}
+
+// liveGroupMembers returns the processes in process group pgid that have
+// not exited.
+func liveGroupMembers(pgid int) []int {
+	var live []int
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && processLive(pid) {
+			live = append(live, pid)
+		}
+	}
+	return live
+}
+
+// waitEmptyEnvChild waits until the group pgid has a member other than its
+// leader whose environment is empty.
+func waitEmptyEnvChild(t *testing.T, pgid int) {
+	t.Helper()
+	for range 500 {
+		for _, pid := range liveGroupMembers(pgid) {
+			environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+			if pid != pgid && err == nil && len(environ) == 0 {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the plugin's child did not start")
 }
