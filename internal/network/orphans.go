@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/netns"
 )
 
 // orphanWait bounds how long KillOrphanedPlugins waits for the plugins it
@@ -23,10 +24,6 @@ const orphanWait = 5 * time.Second
 // orphanPoll is how often KillOrphanedPlugins looks again at a killed
 // plugin it holds no pidfd for.
 const orphanPoll = 20 * time.Millisecond
-
-// netnsPrefix is the name prefix of podbay's network namespaces in the
-// netns dir: <netns_dir>/podbay-<64 hex>.
-const netnsPrefix = "podbay-"
 
 // orphan is a CNI plugin process that a previous podbayd started.
 type orphan struct {
@@ -192,7 +189,7 @@ func matchOrphan(environ []byte, netnsDir string) (orphan, bool) {
 	if filepath.Dir(nsPath) != netnsDir {
 		return o, false
 	}
-	id, ok := strings.CutPrefix(filepath.Base(nsPath), netnsPrefix)
+	id, ok := strings.CutPrefix(filepath.Base(nsPath), netns.Prefix)
 	return o, ok && isPodID(id)
 }
 
