@@ -155,11 +155,6 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	// Before anything can run a CNI DEL: a plugin a killed daemon left
-	// running would otherwise finish its ADD after recovery undid the pod.
-	if _, err := network.KillOrphanedPlugins(ctx, cfg.NetNSDir); err != nil {
-		log.G(ctx).Warn("kill cni plugins a previous podbayd left running", "err", err)
-	}
 	// A corrupt database is moved aside rather than keeping the node down:
 	// Recover's garbage collection then reclaims what its pods held.
 	db, err := store.OpenOrQuarantine(ctx, filepath.Join(cfg.Root, "podbay.db"))
@@ -168,6 +163,14 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	}
 	d.db = db
 	d.closers = append(d.closers, db.Close)
+
+	// Before anything can run a CNI DEL: a plugin a killed daemon left
+	// running would otherwise finish its ADD after recovery undid the pod.
+	// Only now, with the database's lock held: a second podbayd started
+	// by mistake must fail on the lock, not kill the first one's plugins.
+	if _, err := network.KillOrphanedPlugins(ctx, cfg.NetNSDir); err != nil {
+		log.G(ctx).Warn("kill cni plugins a previous podbayd left running", "err", err)
+	}
 
 	netw, err := network.New(network.Config{
 		ConfDir:       cfg.Network.ConfDir,
