@@ -21,8 +21,12 @@ import (
 // killed to exit.
 const orphanWait = 5 * time.Second
 
-// orphanPoll is how often KillOrphanedPlugins looks again at a killed
-// plugin it holds no pidfd for.
+// orphanDelWait bounds how long KillOrphanedPlugins lets an orphaned DEL
+// finish by itself before it kills it.
+const orphanDelWait = 10 * time.Second
+
+// orphanPoll is how often KillOrphanedPlugins looks again at a plugin it
+// holds no pidfd for.
 const orphanPoll = 20 * time.Millisecond
 
 // orphan is a CNI plugin process that a previous podbayd started.
@@ -30,18 +34,25 @@ type orphan struct {
 	pid         int
 	command     string // CNI_COMMAND
 	containerID string // CNI_CONTAINERID
+	fd          int    // pidfd, or -1 on kernels without pidfd_open
 }
 
-// KillOrphanedPlugins kills the CNI plugin processes a previous podbayd
-// left running, and waits (orphanWait at most) until they have exited.
-// It must run before this daemon invokes any plugin, so before recovery
-// runs a DEL: each plugin runs in its own process group so that a signal
-// to the daemon's group does not stop it half way, and so a plugin
-// survives a SIGKILLed daemon. An ADD that finished after the restarted
-// daemon's DEL had undone its pod would leave what it made (iptables rules,
-// an IP) for ever.
+// KillOrphanedPlugins ends the CNI plugin processes a previous podbayd
+// left running, and waits until they have exited. It must run before this
+// daemon invokes any plugin, so before recovery runs a DEL: each plugin
+// runs in its own process group so that a signal to the daemon's group
+// does not stop it half way, and so a plugin survives a SIGKILLed daemon.
 //
-// A process is killed only if its environment names a CNI_COMMAND, a
+// An orphaned ADD is killed at once: finishing after the restarted
+// daemon's DEL had undone its pod, it would leave what it made (iptables
+// rules, an IP) for ever; killed, what it made so far is found by that
+// DEL. An orphaned DEL (or any other command) is left to finish, up to
+// orphanDelWait, and only then killed: a DEL killed between deleting the
+// pod's interface and its masquerade rules leaves rules no later DEL can
+// find, since the bridge plugin finds them through the interface's
+// addresses.
+//
+// A process is matched only if its environment names a CNI_COMMAND, a
 // CNI_CONTAINERID that is a podbay ID (64 hex) and a CNI_NETNS that is one
 // of podbay's namespaces in netnsDir; with it goes its process group when
 // it leads one (the plugin does; what it started, such as iptables, is in
@@ -55,100 +66,126 @@ func KillOrphanedPlugins(ctx context.Context, netnsDir string) (killed int, err 
 	if err != nil {
 		return 0, fmt.Errorf("list processes: %w", err)
 	}
-	var waits []func(deadline time.Time) bool
+	var found []*orphan
 	for _, ent := range entries {
 		pid, err := strconv.Atoi(ent.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		wait, o, ok := killIfOrphan(pid, dir)
-		if !ok {
-			continue
+		if o, ok := findOrphan(pid, dir); ok {
+			found = append(found, o)
 		}
-		killed++
-		waits = append(waits, wait)
-		log.G(ctx).Warn("killed a CNI plugin a previous podbayd left running",
-			"pid", o.pid, "command", o.command, "id", o.containerID)
+	}
+	defer func() {
+		for _, o := range found {
+			o.close()
+		}
+	}()
+	kill := func(o *orphan) {
+		if o.kill() {
+			killed++
+			log.G(ctx).Warn("killed a CNI plugin a previous podbayd left running",
+				"pid", o.pid, "command", o.command, "id", o.containerID)
+		}
+	}
+	for _, o := range found {
+		if o.command == "ADD" {
+			kill(o)
+		}
+	}
+	delDeadline := time.Now().Add(orphanDelWait)
+	for _, o := range found {
+		if o.command != "ADD" && !o.wait(delDeadline) {
+			kill(o)
+		}
 	}
 	deadline := time.Now().Add(orphanWait)
 	var stuck int
-	for _, wait := range waits {
-		if !wait(deadline) {
+	for _, o := range found {
+		if !o.wait(deadline) {
 			stuck++
 		}
 	}
 	if stuck > 0 {
-		return killed, fmt.Errorf("%d of %d orphaned cni plugins killed did not exit within %s", stuck, killed, orphanWait)
+		return killed, fmt.Errorf("%d orphaned cni plugins did not exit within %s of their kill", stuck, orphanWait)
 	}
 	return killed, nil
 }
 
-// killIfOrphan kills pid if it is an orphaned plugin (see
-// KillOrphanedPlugins), and returns a function that waits for it to exit
-// until a deadline. The pidfd taken before the process's environment is
-// read makes sure that the process signalled is the one that matched.
-func killIfOrphan(pid int, netnsDir string) (wait func(time.Time) bool, o orphan, ok bool) {
+// findOrphan returns pid if it is an orphaned plugin (see
+// KillOrphanedPlugins), holding a pidfd taken before the process's
+// environment was read, so that the process later signalled is the one
+// that matched. The caller closes it.
+func findOrphan(pid int, netnsDir string) (*orphan, bool) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		fd = -1
 		if !errors.Is(err, unix.ENOSYS) {
-			return nil, o, false // gone, or not ours to see
+			return nil, false // gone, or not ours to see
 		}
 	}
-	closeFd := func() {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
+	o := &orphan{pid: pid, fd: fd}
 	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
 	if err != nil {
-		closeFd()
-		return nil, o, false
+		o.close()
+		return nil, false
 	}
-	o, ok = matchOrphan(environ, netnsDir)
+	m, ok := matchOrphan(environ, netnsDir)
 	if !ok {
-		closeFd()
-		return nil, o, false
+		o.close()
+		return nil, false
 	}
-	o.pid = pid
-	signal := func(sig unix.Signal) error {
-		if fd >= 0 {
-			return unix.PidfdSendSignal(fd, sig, nil, 0)
-		}
-		return unix.Kill(pid, sig)
+	o.command, o.containerID = m.command, m.containerID
+	return o, true
+}
+
+func (o *orphan) close() {
+	if o.fd >= 0 {
+		unix.Close(o.fd)
+		o.fd = -1
 	}
+}
+
+func (o *orphan) signal(sig unix.Signal) error {
+	if o.fd >= 0 {
+		return unix.PidfdSendSignal(o.fd, sig, nil, 0)
+	}
+	return unix.Kill(o.pid, sig)
+}
+
+// kill kills the process and, first, the group it leads, and reports
+// whether it was still there to kill.
+func (o *orphan) kill() bool {
 	// Still the process that matched: its group (whose id stays reserved
 	// while it lives) goes first, then the process itself.
-	if pgid, err := unix.Getpgid(pid); err == nil && pgid == pid && signal(0) == nil {
-		_ = unix.Kill(-pid, unix.SIGKILL)
+	if pgid, err := unix.Getpgid(o.pid); err == nil && pgid == o.pid && o.signal(0) == nil {
+		_ = unix.Kill(-o.pid, unix.SIGKILL)
 	}
-	if err := signal(unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-		closeFd()
-		return nil, o, false
-	}
-	wait = func(deadline time.Time) bool {
-		defer closeFd()
-		for {
-			if fd >= 0 {
-				// A pidfd becomes readable when its process exits.
-				ms := int(time.Until(deadline).Milliseconds())
-				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-				n, err := unix.Poll(fds, max(ms, 0))
-				if errors.Is(err, unix.EINTR) {
-					continue
-				}
-				return err == nil && n > 0
+	return o.signal(unix.SIGKILL) == nil
+}
+
+// wait waits until the process has exited or the deadline passed, and
+// reports whether it exited.
+func (o *orphan) wait(deadline time.Time) bool {
+	for {
+		if o.fd >= 0 {
+			// A pidfd becomes readable when its process exits.
+			ms := int(time.Until(deadline).Milliseconds())
+			fds := []unix.PollFd{{Fd: int32(o.fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, max(ms, 0))
+			if errors.Is(err, unix.EINTR) {
+				continue
 			}
-			if !processLive(pid) {
-				return true
-			}
-			if time.Now().After(deadline) {
-				return false
-			}
-			time.Sleep(orphanPoll)
+			return err == nil && n > 0
 		}
+		if !processLive(o.pid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(orphanPoll)
 	}
-	return wait, o, true
 }
 
 // processLive reports whether pid is a process that has not exited (a

@@ -122,3 +122,32 @@ func waitEmptyEnvChild(t *testing.T, pgid int) {
 	}
 	t.Fatal("the plugin's child did not start")
 }
+
+// An orphaned DEL is left to finish by itself: killed between deleting the
+// pod's interface and its masquerade rules, it would leave rules no later
+// DEL finds.
+func TestKillOrphanedPluginsLetsDelFinish(t *testing.T) {
+	dir := t.TempDir()
+	id := strings.Repeat("ef", 32)
+	done := filepath.Join(t.TempDir(), "done")
+	cmd := exec.Command("/bin/sh", "-c", "sleep 0.3; echo > "+done)
+	cmd.Env = []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=" + id, "CNI_NETNS=" + filepath.Join(dir, "podbay-"+id), "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("start a shell: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+
+	killed, err := KillOrphanedPlugins(t.Context(), dir)
+	if err != nil || killed != 0 {
+		t.Fatalf("KillOrphanedPlugins = %d, %v; want 0, nil", killed, err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("the DEL did not finish by itself: %v", err)
+	}
+	if _, err := os.Stat(done); err != nil {
+		t.Errorf("the DEL's work is not done: %v", err)
+	}
+}
