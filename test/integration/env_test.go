@@ -46,6 +46,10 @@ type envOptions struct {
 	// daemon is the podbayd binary to run, by its name in binDir ("" =
 	// podbayd, built with the failpoints tag).
 	daemon string
+	// topConfig is TOML inserted among the daemon's top-level keys
+	// (before its first table); tablesConfig is TOML appended after its
+	// last table. Both verbatim.
+	topConfig, tablesConfig string
 }
 
 // handlerOptions configure one runtime handler of an env.
@@ -242,6 +246,9 @@ func (e *env) daemonConfig() string {
 	fmt.Fprintf(&b, "pause_binary = %q\n", bin("podbay-pause"))
 	fmt.Fprintf(&b, "default_runtime = \"runc\"\n")
 	fmt.Fprintf(&b, "default_cgroup_parent = %q\n", e.cgroupRoot)
+	if e.opts.topConfig != "" {
+		fmt.Fprintf(&b, "%s\n", e.opts.topConfig)
+	}
 	fmt.Fprintf(&b, "\n[network]\n")
 	fmt.Fprintf(&b, "conf_dir = %q\n", e.confDir)
 	fmt.Fprintf(&b, "plugin_dirs = [\"/usr/lib/cni\", %q]\n", binDir)
@@ -290,6 +297,9 @@ func (e *env) daemonConfig() string {
 		if e.opts.runtimeTimeout != "" {
 			fmt.Fprintf(&b, "timeout = %q\n", e.opts.runtimeTimeout)
 		}
+	}
+	if e.opts.tablesConfig != "" {
+		fmt.Fprintf(&b, "\n%s\n", e.opts.tablesConfig)
 	}
 	return b.String()
 }
