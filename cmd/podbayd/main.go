@@ -150,6 +150,15 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 			d.close()
 		}
 	}()
+	// First, so that its closer runs last: after the RPCs in flight at
+	// shutdown finished their spans.
+	tp, closeTracing, err := newTracerProvider(ctx, cfg.Tracing)
+	if err != nil {
+		return nil, err
+	}
+	if closeTracing != nil {
+		d.closers = append(d.closers, closeTracing)
+	}
 	for _, dir := range []string{cfg.Root, cfg.State, cfg.NetNSDir} {
 		if err := os.MkdirAll(dir, 0o711); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -261,6 +270,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Host:           host,
 		PauseBinary:    pauseBin,
 		MinOOMScoreAdj: minScore,
+		TracerProvider: tp,
 		StreamListener: streamL,
 	})
 	if err != nil {

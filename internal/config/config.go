@@ -87,6 +87,7 @@ type Config struct {
 	Network  Network            `toml:"network"`
 	Image    Image              `toml:"image"`
 	Runtimes map[string]Runtime `toml:"runtimes"`
+	Tracing  Tracing            `toml:"tracing"`
 }
 
 // DefaultPauseImage is the pause image podbayd can make itself.
@@ -225,6 +226,7 @@ func Default() *Config {
 			"runc": {Path: "runc"},
 			"crun": {Path: "crun"},
 		},
+		Tracing: defaultTracing(),
 	}
 }
 
@@ -327,6 +329,7 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("image.driver %q: want overlay or vfs", c.Image.Driver))
 	}
+	errs = append(errs, c.Tracing.validate()...)
 	if c.PauseImage == "" {
 		errs = append(errs, fmt.Errorf("pause_image must not be empty"))
 	}

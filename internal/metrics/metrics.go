@@ -4,10 +4,12 @@
 package metrics
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Metrics is a set of collectors registered on their own registry.
@@ -17,6 +19,9 @@ type Metrics struct {
 	rpcDuration *prometheus.HistogramVec
 	rpcErrors   *prometheus.CounterVec
 	phase       *prometheus.SummaryVec
+	// containerPhase is phase for the container RPCs: a separate metric,
+	// so the sandbox one keeps its meaning (podbay-bench reads it).
+	containerPhase *prometheus.SummaryVec
 }
 
 // New creates and registers the collectors.
@@ -40,8 +45,14 @@ func New() *Metrics {
 			Objectives: map[float64]float64{0.5: 0.01, 0.95: 0.005, 0.99: 0.001},
 			MaxAge:     10 * time.Minute,
 		}, []string{"operation", "phase"}),
+		containerPhase: prometheus.NewSummaryVec(prometheus.SummaryOpts{
+			Name:       "podbay_container_phase_duration_seconds",
+			Help:       "Latency of each phase of CreateContainer, StartContainer, StopContainer and RemoveContainer.",
+			Objectives: map[float64]float64{0.5: 0.01, 0.95: 0.005, 0.99: 0.001},
+			MaxAge:     10 * time.Minute,
+		}, []string{"operation", "phase"}),
 	}
-	m.Registry.MustRegister(m.rpcDuration, m.rpcErrors, m.phase,
+	m.Registry.MustRegister(m.rpcDuration, m.rpcErrors, m.phase, m.containerPhase,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -65,21 +76,61 @@ func (m *Metrics) ObservePhase(operation, phase string, d time.Duration) {
 	m.phase.WithLabelValues(operation, phase).Observe(d.Seconds())
 }
 
-// Timer measures consecutive phases of one operation.
+// Timer measures consecutive phases of one operation. Each phase is
+// observed in a phase summary and, when the operation's context carries a
+// recording span (the RPC's, see server.unaryInterceptor), also becomes a
+// child span of it named <kind>.<operation>.<phase> ("sandbox.run.cni"):
+// one call both times the phase and traces it.
 type Timer struct {
 	m         *Metrics
+	vec       *prometheus.SummaryVec
+	span      string // span name prefix, "sandbox.run."
 	operation string
 	last      time.Time
+	ctx       context.Context
+	tracer    trace.Tracer // nil: the context's span is not recording
 }
 
-// Start begins timing an operation's first phase.
-func (m *Metrics) Start(operation string) *Timer {
-	return &Timer{m: m, operation: operation, last: time.Now()}
+// Start begins timing a sandbox operation's first phase; ctx carries the
+// span the phases are traced under.
+func (m *Metrics) Start(ctx context.Context, operation string) *Timer {
+	return m.start(ctx, "sandbox", operation)
 }
+
+// StartContainer begins timing a container operation's first phase.
+func (m *Metrics) StartContainer(ctx context.Context, operation string) *Timer {
+	return m.start(ctx, "container", operation)
+}
+
+func (m *Metrics) start(ctx context.Context, kind, operation string) *Timer {
+	t := &Timer{m: m, span: kind + "." + operation + ".", operation: operation, last: time.Now(), ctx: ctx}
+	if m != nil {
+		t.vec = m.phase
+		if kind == "container" {
+			t.vec = m.containerPhase
+		}
+	}
+	// Not recording: tracing is off, or this trace is not sampled (the
+	// sampler is parent-based, so no child would be either). Then a phase
+	// costs no more than its metric.
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		t.tracer = span.TracerProvider().Tracer(tracerName)
+	}
+	return t
+}
+
+// tracerName is the instrumentation scope of the phase spans.
+const tracerName = "github.com/podbay/podbay/internal/metrics"
 
 // Phase records the time since the previous phase ended under name.
 func (t *Timer) Phase(name string) {
 	now := time.Now()
-	t.m.ObservePhase(t.operation, name, now.Sub(t.last))
+	if t.vec != nil {
+		t.vec.WithLabelValues(t.operation, name).Observe(now.Sub(t.last).Seconds())
+	}
+	if t.tracer != nil {
+		_, span := t.tracer.Start(t.ctx, t.span+name, trace.WithTimestamp(t.last))
+		span.End(trace.WithTimestamp(now))
+	}
 	t.last = now
 }

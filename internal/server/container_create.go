@@ -92,6 +92,7 @@ func (s *Server) createInPod(ctx context.Context, sb *sandbox.Sandbox, name stri
 }
 
 func (s *Server) createContainer(ctx context.Context, id, name string, sbRec sandbox.Record, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (_ *container.Container, retErr error) {
+	timer := s.metrics.StartContainer(ctx, "create")
 	rb := undo.Chain{Timeout: cleanupTimeout}
 	rt, err := s.runtimeFor(sbRec.RuntimeHandler)
 	if err != nil {
@@ -164,6 +165,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	defer rb.OnError(ctx, &retErr, "remove container dir", func(context.Context) error {
 		return os.RemoveAll(rec.Dir)
 	})
+	timer.Phase("prepare")
 
 	defer rb.OnError(ctx, &retErr, "remove container root filesystem", func(ctx context.Context) error {
 		return s.images.RemoveRootfs(ctx, id)
@@ -172,6 +174,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, fmt.Errorf("create container root filesystem: %w", err)
 	}
+	timer.Phase("rootfs")
 
 	spec, err := s.containerSpec(ctx, c.Record(), sbRec, sbCfg, cfg, img, rootfs)
 	if err != nil {
@@ -190,6 +193,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 			return nil, fmt.Errorf("create log dir: %w", err)
 		}
 	}
+	timer.Phase("spec")
 
 	rec = c.Update(func(r *container.Record) { r.RuntimeCreated = true })
 	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
@@ -210,6 +214,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", s.runtimeFailure(err))
 	}
+	timer.Phase("runtime_create")
 	if err := s.hit(ctx, "container.create"); err != nil {
 		return nil, err
 	}
@@ -220,6 +225,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
 		return nil, fmt.Errorf("persist container %s: %w", id, err)
 	}
+	timer.Phase("persist")
 	log.G(ctx).Info("container created", "image", rec.ImageRef)
 	return c, nil
 }

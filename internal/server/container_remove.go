@@ -43,14 +43,17 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 	if err := s.stopContainerLocked(ctx, c, 0); err != nil {
 		return err
 	}
+	timer := s.metrics.StartContainer(ctx, "remove")
 	if rec.RuntimeCreated {
 		if err := s.deleteFromRuntime(ctx, rec); err != nil {
 			return fmt.Errorf("delete container: %w", err)
 		}
+		timer.Phase("runtime_delete")
 	}
 	if err := s.images.RemoveRootfs(ctx, c.ID); err != nil {
 		return fmt.Errorf("remove container root filesystem: %w", err)
 	}
+	timer.Phase("rootfs")
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return fmt.Errorf("remove container dir: %w", err)
 	}
@@ -58,6 +61,7 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 		return fmt.Errorf("delete container record: %w", err)
 	}
 	s.containers.Delete(c)
+	timer.Phase("persist")
 	log.G(ctx).Info("container removed")
 	return nil
 }

@@ -35,6 +35,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	// Stamped before Start: the process may run and exit (and conmon
 	// write its exit time) before Start returns.
 	started := time.Now()
+	timer := s.metrics.StartContainer(ctx, "start")
 	if err := s.hit(ctx, "container.starting"); err != nil {
 		return nil, err
 	}
@@ -51,6 +52,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		s.saveContainer(ctx, rec)
 		return nil, fmt.Errorf("start container: %w", err)
 	}
+	timer.Phase("runtime_start")
 	if err := s.hit(ctx, "container.start"); err != nil {
 		return nil, err
 	}
@@ -67,6 +69,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err != nil {
 		return nil, fmt.Errorf("persist container: %w", err)
 	}
+	timer.Phase("persist")
 	log.G(ctx).Info("container started")
 	return &runtimeapi.StartContainerResponse{}, nil
 }

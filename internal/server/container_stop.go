@@ -46,6 +46,7 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	if rec.State == container.StateExited || rec.State == container.StateCreating || !rec.RuntimeCreated {
 		return nil
 	}
+	timer := s.metrics.StartContainer(ctx, "stop")
 	rt, err := s.ownerRuntime(ctx, rec)
 	if errors.Is(err, errNoRuntimeHolds) {
 		// Gone from the host (a reboot) while its pod's record is gone too.
@@ -66,6 +67,7 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	if err := rt.Stop(ctx, c.ID, timeout, sig); err != nil {
 		return fmt.Errorf("stop container: %w", err)
 	}
+	timer.Phase("runtime_stop")
 	// A created container that never ran has no exit file: mark it here.
 	st, exited, err := rt.Exited(c.ID)
 	if err == nil && exited {
@@ -73,6 +75,7 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	} else if rec.State == container.StateCreated {
 		s.recordExit(ctx, c, exitNow(0))
 	}
+	timer.Phase("persist")
 	log.G(ctx).Info("container stopped")
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // unaryInterceptor is the one place where every RPC gets its logger fields,
-// its metrics, panic recovery, and the mapping of error classes to gRPC
-// codes.
+// its metrics and trace span, panic recovery, and the mapping of error
+// classes to gRPC codes.
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	method := path.Base(info.FullMethod)
 	args := []any{"rpc", method}
@@ -27,6 +27,8 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if r, ok := req.(interface{ GetContainerId() string }); ok && r.GetContainerId() != "" {
 		args = append(args, "container", r.GetContainerId())
 	}
+	ctx, endSpan := s.traceRPC(ctx, info.FullMethod, req)
+	defer func() { endSpan(resp, err) }() // after the mapping below
 	ctx = log.With(ctx, args...)
 	start := time.Now()
 

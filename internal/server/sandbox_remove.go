@@ -44,7 +44,7 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 	if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
 		return err
 	}
-	timer := s.metrics.Start("remove")
+	timer := s.metrics.Start(ctx, "remove")
 	for _, c := range s.containers.InSandbox(sb.ID) {
 		c.OpMu.Lock()
 		err := s.removeContainerLocked(ctx, c)

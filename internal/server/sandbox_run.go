@@ -81,7 +81,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // right after it acquires a resource (or before, where the acquire can
 // half-succeed); a failure undoes exactly the steps done, in reverse.
 func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
-	timer := s.metrics.Start("run")
+	timer := s.metrics.Start(ctx, "run")
 	rb := undo.Chain{Timeout: cleanupTimeout}
 	id, err := newID()
 	if err != nil {

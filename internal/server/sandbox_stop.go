@@ -51,7 +51,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		// not ready.
 		return nil
 	}
-	timer := s.metrics.Start("stop")
+	timer := s.metrics.Start(ctx, "stop")
 	rt, rtErr := s.runtimeFor(rec.RuntimeHandler)
 
 	// Persisted before anything is torn down: the pod is going away, and a

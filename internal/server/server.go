@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -93,6 +94,9 @@ type Options struct {
 	// MinOOMScoreAdj, when set, is the lowest oom_score_adj a container may
 	// be given (the daemon's own score when it lacks CAP_SYS_RESOURCE).
 	MinOOMScoreAdj *int
+	// TracerProvider receives a span for each RPC and its phases; nil
+	// turns tracing off.
+	TracerProvider trace.TracerProvider
 	// StreamListener is where the sessions of Exec, Attach and
 	// PortForward are served (ServeStreams); the server owns it. nil:
 	// those RPCs answer Unavailable.
@@ -110,6 +114,7 @@ type Server struct {
 	runtimes    map[string]runtime.Runtime
 	unavailable map[string]error
 	metrics     *metrics.Metrics
+	tracer      trace.Tracer // nil: tracing is off
 	failpoints  *failpoint.Set
 	images      ImageStore
 	cgroups     CgroupReader
@@ -161,6 +166,9 @@ func New(opts Options) (*Server, error) {
 		ctx:         ctx,
 		cancel:      cancel,
 		recovered:   make(chan struct{}),
+	}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
 	if opts.StreamListener != nil {
 		streams, err := streaming.New(opts.StreamListener, streamRuntime{s: s}, streaming.Config{
