@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -232,5 +233,25 @@ func TestTracingSamplingZero(t *testing.T) {
 	spans := col.all()
 	if len(spans) != 1 || spans[0].GetName() != "runtime.v1.RuntimeService/Version" || fmt.Sprintf("%x", spans[0].GetTraceId()) != traceID {
 		t.Errorf("under a sampled parent, exported %v; want the one Version span in trace %s", spanNamesOf(spans), traceID)
+	}
+}
+
+// TestTracingUnreachableCollector: a collector that is down neither keeps
+// podbayd from serving nor holds up its shutdown past the bounded flush;
+// the spans lost are logged.
+func TestTracingUnreachableCollector(t *testing.T) {
+	e := newEnv(t, envOptions{tablesConfig: tracingConfig(fmt.Sprintf("127.0.0.1:%d", freePort(t)), 1.0)})
+	e.start("")
+	id := e.runPod(t, e.podConfig("untraced"), "")
+	e.stopAndRemove(t, id)
+	start := time.Now()
+	e.stop()
+	// The flush is bounded by 5s; the rest of a shutdown takes well
+	// under a second here.
+	if d := time.Since(start); d > 12*time.Second {
+		t.Errorf("podbayd took %v to stop with its collector down", d)
+	}
+	if log := e.logTail(50); !strings.Contains(log, "spans not flushed") {
+		t.Errorf("no warning about the spans lost in the log:\n%s", log)
 	}
 }
