@@ -243,6 +243,10 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("detect host: %w", err)
 	}
+	cdiDevices, ociHooks, err := d.specInjectors(ctx)
+	if err != nil {
+		return nil, err
+	}
 	streamL, err := net.Listen("tcp", cfg.StreamListenAddress())
 	if err != nil {
 		return nil, fmt.Errorf("streaming server: %w", err)
@@ -262,6 +266,8 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		PauseBinary:    pauseBin,
 		MinOOMScoreAdj: minScore,
 		StreamListener: streamL,
+		CDI:            cdiDevices,
+		Hooks:          ociHooks,
 	})
 	if err != nil {
 		streamL.Close()

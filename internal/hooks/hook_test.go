@@ -146,7 +146,9 @@ func TestInjectStages(t *testing.T) {
 	c.inject(spec)
 	h := spec.Hooks
 	// prestart goes to createRuntime, as containers/common does.
-	if len(h.Prestart) != 0 || len(h.CreateRuntime) != 2 || len(h.CreateContainer) != 1 ||
+	//lint:ignore SA1019 prestart is checked to stay empty
+	prestart := h.Prestart
+	if len(prestart) != 0 || len(h.CreateRuntime) != 2 || len(h.CreateContainer) != 1 ||
 		len(h.StartContainer) != 1 || len(h.Poststart) != 1 || len(h.Poststop) != 1 {
 		t.Fatalf("hooks = %+v", h)
 	}
