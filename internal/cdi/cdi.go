@@ -113,9 +113,10 @@ func Requested(fromField []string, annotations map[string]string) ([]string, err
 
 // Inject resolves devices (qualified names) and applies their specs'
 // and their own container edits to spec. A device no spec defines is a
-// NotFound error naming it; spec is then unchanged. A device whose edits
-// cannot be applied (its device node is missing on the host) is a
-// FailedPrecondition error.
+// NotFound error naming it, one that two specs of the same directory
+// define a FailedPrecondition error naming both; spec is then unchanged.
+// A device whose edits cannot be applied (its device node is missing on
+// the host) is a FailedPrecondition error.
 func (r *Registry) Inject(ctx context.Context, spec *specs.Spec, devices []string) error {
 	if len(devices) == 0 {
 		return nil
@@ -123,6 +124,12 @@ func (r *Registry) Inject(ctx context.Context, spec *specs.Spec, devices []strin
 	r.refreshIfChanged(ctx)
 	unresolved, err := r.cache.InjectDevices(spec, devices...)
 	if len(unresolved) > 0 {
+		for _, name := range unresolved {
+			if paths := r.conflicts(name); len(paths) > 0 {
+				return fmt.Errorf("CDI device %q: defined at the same precedence by %s, so by neither: %w",
+					name, strings.Join(paths, " and "), errdefs.ErrFailedPrecondition)
+			}
+		}
 		return fmt.Errorf("CDI device %s: not defined by any CDI spec in %s: %w",
 			quoteAll(unresolved), strings.Join(r.dirs, ", "), errdefs.ErrNotFound)
 	}
@@ -166,6 +173,24 @@ func (r *Registry) logErrors(ctx context.Context) {
 	for _, p := range paths {
 		log.G(ctx).Warn("CDI spec file not usable", "path", p, "err", errors.Join(byPath[p]...))
 	}
+}
+
+// conflicts returns the spec files that define device name at the same
+// precedence (the library then drops it, and records the conflict as an
+// error of each file).
+func (r *Registry) conflicts(name string) []string {
+	marker := fmt.Sprintf("conflicting device %q", name)
+	var paths []string
+	for path, errs := range r.cache.GetErrors() {
+		for _, err := range errs {
+			if strings.Contains(err.Error(), marker) {
+				paths = append(paths, path)
+				break
+			}
+		}
+	}
+	sort.Strings(paths)
+	return paths
 }
 
 func quoteAll(names []string) string {

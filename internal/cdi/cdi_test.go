@@ -165,6 +165,15 @@ func TestInject(t *testing.T) {
 		t.Fatalf("Devices() = %q", got)
 	}
 
+	// Defined twice in one directory: neither is used, and the error
+	// names both files.
+	writeSpec(t, etc, "twice-1.json", `{"cdiVersion":"0.6.0","kind":"podbay.test/twice","devices":[{"name":"a","containerEdits":{"env":["T=1"]}}]}`)
+	writeSpec(t, etc, "twice-2.json", `{"cdiVersion":"0.6.0","kind":"podbay.test/twice","devices":[{"name":"a","containerEdits":{"env":["T=2"]}}]}`)
+	err = r.Inject(ctx, baseSpec(), []string{"podbay.test/twice=a"})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "twice-1.json") || !strings.Contains(err.Error(), "twice-2.json") {
+		t.Fatalf("device defined twice: err = %v", err)
+	}
+
 	// A device node missing on the host: FailedPrecondition.
 	writeSpec(t, etc, "missing.json", `{"cdiVersion":"0.6.0","kind":"podbay.test/missing","devices":[{"name":"a","containerEdits":{"deviceNodes":[{"path":"/dev/pb-no-such-device"}]}}]}`)
 	if err := r.Inject(ctx, baseSpec(), []string{"podbay.test/missing=a"}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
