@@ -150,6 +150,21 @@ func TestInject(t *testing.T) {
 		t.Fatalf("the later directory's device was not used: %+v %+v", spec.Process.Env, spec.Linux.Devices)
 	}
 
+	// Changed in place: the next Inject sees the new content.
+	writeSpec(t, run, "override.json", `{"cdiVersion":"0.6.0","kind":"podbay.test/dev","devices":[{"name":"null","containerEdits":{"env":["PB_DEVICE=changed"]}}]}`)
+	spec = baseSpec()
+	if err := r.Inject(ctx, spec, []string{"podbay.test/dev=null"}); err != nil || !slices.Contains(spec.Process.Env, "PB_DEVICE=changed") {
+		t.Fatalf("changed spec: %v, env %q", err, spec.Process.Env)
+	}
+	// Removed: the earlier directory's definition is back.
+	if err := os.Remove(filepath.Join(run, "override.json")); err != nil {
+		t.Fatal(err)
+	}
+	spec = baseSpec()
+	if err := r.Inject(ctx, spec, []string{"podbay.test/dev=null"}); err != nil || !slices.Contains(spec.Process.Env, "PB_DEVICE=null") {
+		t.Fatalf("after removing the override: %v, env %q", err, spec.Process.Env)
+	}
+
 	// A spec renamed in from elsewhere is seen at once.
 	tmp := filepath.Join(base, "new.json.tmp")
 	if err := os.WriteFile(tmp, []byte(`{"cdiVersion":"0.6.0","kind":"podbay.test/new","devices":[{"name":"a","containerEdits":{"env":["NEW=1"]}}]}`), 0o644); err != nil {
