@@ -99,7 +99,7 @@ devices:
 		check(t, id)
 	})
 	t.Run("annotation", func(t *testing.T) {
-		// The key as the kubelet's device manager writes it.
+		// A key of the form cdi.AnnotationKey makes: <plugin>_<id>.
 		id, _ := e.runContainer(t, pod, containerConfig("cdi-annotation", busybox, ctrCommand("sleep", "1000"),
 			ctrAnnotation("cdi.k8s.io/devicemanager_podbay.test", "podbay.test/dev=null")))
 		defer e.removeContainer(t, id)
