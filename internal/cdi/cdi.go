@@ -51,7 +51,7 @@ func New(ctx context.Context, dirs []string) (*Registry, error) {
 	// Watched before the first read, so no change falls between.
 	w, err := dirwatch.New(dirs)
 	if err != nil {
-		return nil, fmt.Errorf("watch CDI spec directories: %w", err)
+		log.G(ctx).Warn("cannot watch the CDI spec directories; they are re-read at every create that asks for a device", "err", err)
 	}
 	// The library's own auto-refresh runs a goroutine and does not see a
 	// spec renamed in from another directory (it ignores IN_MOVED_TO):

@@ -33,13 +33,19 @@ type Watcher struct {
 	wds     map[int]string // watch descriptor → directory; guarded by mu
 	watched map[string]int // directory → watch descriptor; guarded by mu
 	buf     []byte         // guarded by mu
+	// blind: no inotify instance; every Changed reports a change.
+	blind bool
 }
 
-// New watches dirs. Missing directories are not an error.
+// New watches dirs. Missing directories are not an error. When no
+// inotify instance can be had (the user's fs.inotify.max_user_instances
+// is reached), it returns the error and a Watcher whose Changed always
+// reports a change: the caller still sees every change, at the cost of a
+// reload per call.
 func New(dirs []string) (*Watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("inotify: %w", err)
+		return &Watcher{fd: -1, blind: true}, fmt.Errorf("inotify: %w", err)
 	}
 	w := &Watcher{
 		fd:      fd,
@@ -62,7 +68,7 @@ func (w *Watcher) Changed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fd < 0 {
-		return false
+		return w.blind
 	}
 	changed := false
 	for {
@@ -153,6 +159,7 @@ func (w *Watcher) Watched() []string {
 func (w *Watcher) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.blind = false
 	if w.fd < 0 {
 		return nil
 	}

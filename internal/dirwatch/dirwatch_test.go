@@ -120,3 +120,16 @@ func TestSameDirTwice(t *testing.T) {
 		t.Fatalf("Watched() = %v after the directory was removed", got)
 	}
 }
+
+func TestBlindWatcherAlwaysChanged(t *testing.T) {
+	w := &Watcher{fd: -1, blind: true}
+	for i := 0; i < 2; i++ {
+		if !w.Changed() {
+			t.Fatalf("call %d: a watcher without inotify must report a change every time", i)
+		}
+	}
+	w.Close()
+	if w.Changed() {
+		t.Fatal("a closed watcher reported a change")
+	}
+}

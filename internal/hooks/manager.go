@@ -3,7 +3,6 @@ package hooks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,7 +40,7 @@ func New(ctx context.Context, dirs []string) (*Manager, error) {
 	}
 	w, err := dirwatch.New(dirs)
 	if err != nil {
-		return nil, fmt.Errorf("watch OCI hooks directories: %w", err)
+		log.G(ctx).Warn("cannot watch the OCI hooks directories; they are re-read at every container create", "err", err)
 	}
 	m := &Manager{dirs: append([]string(nil), dirs...), watch: w}
 	m.hooks = m.load(ctx)
