@@ -252,6 +252,10 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("detect host: %w", err)
 	}
+	cdiDevices, ociHooks, err := d.specInjectors(ctx)
+	if err != nil {
+		return nil, err
+	}
 	streamL, err := net.Listen("tcp", cfg.StreamListenAddress())
 	if err != nil {
 		return nil, fmt.Errorf("streaming server: %w", err)
@@ -272,6 +276,8 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		MinOOMScoreAdj: minScore,
 		TracerProvider: tp,
 		StreamListener: streamL,
+		CDI:            cdiDevices,
+		Hooks:          ociHooks,
 	})
 	if err != nil {
 		streamL.Close()

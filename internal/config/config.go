@@ -83,6 +83,12 @@ type Config struct {
 	// StreamIdleTimeout closes a streaming session that passed no data
 	// for this long.
 	StreamIdleTimeout Duration `toml:"stream_idle_timeout"`
+	// CDISpecDirs are the CDI spec directories, later ones taking
+	// precedence; empty disables CDI devices.
+	CDISpecDirs []string `toml:"cdi_spec_dirs"`
+	// HooksDir are the OCI hook directories (oci-hooks(5)), a file in a
+	// later one masking a same-named file of an earlier one; empty: none.
+	HooksDir []string `toml:"hooks_dir"`
 
 	Network  Network            `toml:"network"`
 	Image    Image              `toml:"image"`
@@ -208,6 +214,8 @@ func Default() *Config {
 		SandboxTimeout:      Duration(4 * 60e9),
 		StreamAddress:       "127.0.0.1",
 		StreamIdleTimeout:   Duration(4 * 3600e9),
+		CDISpecDirs:         []string{"/etc/cdi", "/var/run/cdi"},
+		HooksDir:            []string{"/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"},
 		Network: Network{
 			ConfDir:       "/etc/cni/net.d",
 			PluginDirs:    []string{"/usr/lib/cni", "/opt/cni/bin"},
@@ -276,6 +284,16 @@ func (c *Config) Validate() error {
 	} {
 		if !filepath.IsAbs(p.val) {
 			errs = append(errs, fmt.Errorf("%s must be an absolute path, got %q", p.name, p.val))
+		}
+	}
+	for _, d := range c.CDISpecDirs {
+		if !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("cdi_spec_dirs: %q must be an absolute path", d))
+		}
+	}
+	for _, d := range c.HooksDir {
+		if !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("hooks_dir: %q must be an absolute path", d))
 		}
 	}
 	switch c.LogLevel {

@@ -259,6 +259,9 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if err := specgen.CheckProcess(cfg.GetCommand(), cfg.GetArgs(), criEnv(cfg.GetEnvs()), cfg.GetWorkingDir()); err != nil {
 		return err
 	}
+	if _, err := requestedCDIDevices(cfg); err != nil {
+		return err
+	}
 	if r := cfg.GetLinux().GetResources(); r != nil {
 		if err := specgen.CheckResources(containerResources(r)); err != nil {
 			return err

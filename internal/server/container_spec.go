@@ -154,6 +154,9 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 	if err != nil {
 		return nil, err
 	}
+	if err := s.injectHooksAndDevices(ctx, spec, sbCfg, cfg); err != nil {
+		return nil, err
+	}
 	if err := specgen.CheckExecutable(rootfs, spec); err != nil {
 		return nil, err
 	}

@@ -101,6 +101,10 @@ type Options struct {
 	// PortForward are served (ServeStreams); the server owns it. nil:
 	// those RPCs answer Unavailable.
 	StreamListener net.Listener
+	// CDI resolves the CDI devices containers ask for; nil: CDI is
+	// disabled. Hooks adds the configured OCI hooks; nil: none.
+	CDI   CDIDevices
+	Hooks OCIHooks
 }
 
 // Server serves the CRI.
@@ -125,6 +129,8 @@ type Server struct {
 	index       *sandbox.Index
 	containers  *container.Index
 	pauseMu     sync.Mutex // serialises making the pause image
+	cdi         CDIDevices // nil: CDI disabled
+	hooks       OCIHooks   // nil: no OCI hooks
 
 	// ctx lives as long as the server; background work (exit watchers,
 	// parked sandboxes) stops with it.
@@ -161,6 +167,8 @@ func New(opts Options) (*Server, error) {
 		host:        opts.Host,
 		pauseBinary: opts.PauseBinary,
 		minOOMScore: opts.MinOOMScoreAdj,
+		cdi:         opts.CDI,
+		hooks:       opts.Hooks,
 		index:       sandbox.NewIndex(),
 		containers:  container.NewIndex(),
 		ctx:         ctx,

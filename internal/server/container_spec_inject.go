@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/cdi"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/hooks"
+	"github.com/podbay/podbay/internal/log"
+)
+
+// CDIDevices resolves CDI devices (qualified names) into a container's
+// OCI spec; internal/cdi's Registry implements it.
+type CDIDevices interface {
+	Inject(ctx context.Context, spec *specs.Spec, devices []string) error
+}
+
+// OCIHooks adds the configured OCI hooks whose conditions a container
+// meets to its spec and names them; internal/hooks' Manager implements
+// it.
+type OCIHooks interface {
+	Apply(ctx context.Context, spec *specs.Spec, c hooks.Container) []string
+}
+
+// injectHooksAndDevices adds to a container's spec, as CRI-O does and in
+// its order, the OCI hooks it matches, then the CDI devices it asks for
+// (whose specs may add hooks and mounts of their own). The pod's sandbox
+// container gets neither: CRI-O's infra container gets no hooks, and a
+// CDI device is asked for per container.
+//
+// Hooks match the container's annotations merged with its pod's (the
+// pod's win, as in CRI-O), and hasBindMounts means the client asked host
+// paths to be mounted.
+func (s *Server) injectHooksAndDevices(ctx context.Context, spec *specs.Spec, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) error {
+	devices, err := requestedCDIDevices(cfg)
+	if err != nil {
+		return err
+	}
+	if s.hooks != nil {
+		annotations := make(map[string]string, len(cfg.GetAnnotations())+len(sbCfg.GetAnnotations()))
+		maps.Copy(annotations, cfg.GetAnnotations())
+		maps.Copy(annotations, sbCfg.GetAnnotations())
+		applied := s.hooks.Apply(ctx, spec, hooks.Container{
+			Annotations:   annotations,
+			HasBindMounts: len(cfg.GetMounts()) > 0,
+		})
+		if len(applied) > 0 {
+			log.G(ctx).Debug("OCI hooks added", "hooks", applied)
+		}
+	}
+	if len(devices) == 0 {
+		return nil
+	}
+	if s.cdi == nil {
+		return fmt.Errorf("CDI devices %q requested, but CDI is disabled (cdi_spec_dirs is empty): %w", devices, errdefs.ErrFailedPrecondition)
+	}
+	return s.cdi.Inject(ctx, spec, devices)
+}
+
+// requestedCDIDevices are the CDI devices a container asks for, by the
+// CRI field and by cdi.k8s.io/ annotations; a malformed name is an
+// InvalidArgument error.
+func requestedCDIDevices(cfg *runtimeapi.ContainerConfig) ([]string, error) {
+	var names []string
+	for _, d := range cfg.GetCDIDevices() {
+		names = append(names, d.GetName())
+	}
+	return cdi.Requested(names, cfg.GetAnnotations())
+}
