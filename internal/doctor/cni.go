@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
@@ -29,6 +30,10 @@ func networkOf(file string, list *libcni.NetworkConfigList) *Network {
 	n := &Network{Name: list.Name, File: file, Bridge: network.BridgeName(list), IPAMDir: network.HostLocalDir(list)}
 	for _, p := range list.Plugins {
 		n.Plugins = append(n.Plugins, p.Network.Type)
+		// The IPAM plugin is run by its main plugin: it must be there too.
+		if p.Network.IPAM.Type != "" && !slices.Contains(n.Plugins, p.Network.IPAM.Type) {
+			n.Plugins = append(n.Plugins, p.Network.IPAM.Type)
+		}
 	}
 	return n
 }

@@ -111,7 +111,7 @@ type Report struct {
 	// ScanErrors are what could not be listed: the report may miss leaks
 	// of those kinds.
 	ScanErrors []string `json:"scanErrors,omitempty"`
-	Leaks     []Leak `json:"leaks"`
+	Leaks      []Leak   `json:"leaks"`
 }
 
 // Exit statuses of podbay doctor.
