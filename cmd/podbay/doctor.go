@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/podbay/podbay/internal/config"
@@ -13,6 +14,8 @@ import (
 )
 
 const doctorUsage = `usage: podbay doctor [--config PATH] [--json] [--only checks|leaks] [--timeout D]
+                     [podbayd's overrides: --listen --root --state --metrics-address
+                      --stream-address --stream-port --cni-conf-dir --cni-plugin-dirs]
 
 Checks the host for what podbayd needs, then lists what of podbay's is left
 on the host that no record owns (asking the running podbayd over the CRI, or
@@ -34,6 +37,13 @@ func runDoctor(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	only := fs.String("only", "", "checks: only the host checks; leaks: only the leak report")
 	timeout := fs.Duration("timeout", 3*time.Second, "bound on the daemon's answers and the wait for its database")
+	// The flags of podbayd that override what doctor looks at: give them
+	// as podbayd is started.
+	overrides := map[string]*string{}
+	for _, name := range []string{"listen", "root", "state", "metrics-address", "stream-address", "cni-conf-dir", "cni-plugin-dirs"} {
+		overrides[name] = fs.String(name, "", "as podbayd's --"+name)
+	}
+	streamPort := fs.Int("stream-port", -1, "as podbayd's --stream-port")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,6 +60,20 @@ func runDoctor(args []string, out io.Writer) error {
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
 	cfg, err := config.Load(*cfgPath, !explicit)
 	if err == nil {
+		for flag, dst := range map[string]*string{
+			"listen": &cfg.Listen, "root": &cfg.Root, "state": &cfg.State, "metrics-address": &cfg.MetricsAddress,
+			"stream-address": &cfg.StreamAddress, "cni-conf-dir": &cfg.Network.ConfDir,
+		} {
+			if v := *overrides[flag]; v != "" {
+				*dst = v
+			}
+		}
+		if v := *overrides["cni-plugin-dirs"]; v != "" {
+			cfg.Network.PluginDirs = strings.Split(v, ",")
+		}
+		if *streamPort >= 0 {
+			cfg.StreamPort = *streamPort
+		}
 		err = cfg.Validate()
 	}
 	if err != nil {
