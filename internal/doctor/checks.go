@@ -24,19 +24,18 @@ type CheckOptions struct {
 	// socket. Its capabilities are checked instead of this process's, and
 	// ports it holds are fine.
 	DaemonPID int
-	// Network is the CNI network podbayd would use (ResolveNetwork); nil
-	// when none.
-	Network *Network
+	// CNI is ResolveNetwork's verdict, printed among the others.
+	CNI Result
 }
 
-// HostChecks runs every check but the config's and CNI's (see CheckConfig,
-// ResolveNetwork), in the order they are printed.
+// HostChecks runs every check but the config's (CheckConfig), in the order
+// they are printed.
 func HostChecks(p Probe, o CheckOptions) []Result {
 	cfg := o.Config
 	var out []Result
 	out = append(out, CheckRuntimes(p, cfg)...)
-	out = append(out, CheckConmon(p, cfg))
-	out = append(out, CheckIptables(p, o.Network))
+	out = append(out, CheckConmon(p, cfg), o.CNI)
+	out = append(out, CheckIptables(p))
 	layout := CheckCgroupLayout(p, cfg)
 	out = append(out, layout, CheckControllers(p))
 	out = append(out, CheckKernel(p, cfg)...)
@@ -136,7 +135,7 @@ func CheckConmon(p Probe, cfg *config.Config) Result {
 
 // CheckIptables checks iptables, which the bridge plugin's ipMasq and
 // portmap run.
-func CheckIptables(p Probe, n *Network) Result {
+func CheckIptables(p Probe) Result {
 	path, err := p.LookPath("iptables")
 	if err != nil {
 		return fail("iptables", "install iptables", "not found: the bridge plugin (ipMasq) and portmap need it: %v", err)

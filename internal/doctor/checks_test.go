@@ -72,9 +72,9 @@ func TestCheckConmon(t *testing.T) {
 
 func TestCheckIptables(t *testing.T) {
 	p := newFakeProbe()
-	wantVerdict(t, CheckIptables(p, nil), Fail, "not found")
+	wantVerdict(t, CheckIptables(p), Fail, "not found")
 	p.exe("iptables", "/usr/sbin/iptables", "iptables v1.8.9 (nf_tables)\n")
-	wantVerdict(t, CheckIptables(p, nil), OK, "iptables v1.8.9 (nf_tables)")
+	wantVerdict(t, CheckIptables(p), OK, "iptables v1.8.9 (nf_tables)")
 }
 
 // cgroupHost fakes /sys/fs/cgroup of a layout.

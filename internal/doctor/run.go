@@ -39,15 +39,7 @@ func Run(ctx context.Context, o Options) *Report {
 	daemonPID := DaemonPID(cfg.Listen, o.Timeout)
 	n, cniResult := ResolveNetwork(o.Probe, cfg)
 	if o.Checks {
-		all := HostChecks(o.Probe, CheckOptions{Config: cfg, DaemonPID: daemonPID, Network: n})
-		// CNI right after the runtimes and conmon.
-		at := 0
-		for at < len(all) && (all[at].Check == "conmon" || len(all[at].Check) > 8 && all[at].Check[:8] == "runtime ") {
-			at++
-		}
-		r.Checks = append(r.Checks, all[:at]...)
-		r.Checks = append(r.Checks, cniResult)
-		r.Checks = append(r.Checks, all[at:]...)
+		r.Checks = append(r.Checks, HostChecks(o.Probe, CheckOptions{Config: cfg, DaemonPID: daemonPID, CNI: cniResult})...)
 	}
 	if !o.Leaks {
 		return r
@@ -63,7 +55,25 @@ func Run(ctx context.Context, o Options) *Report {
 		r.LeakError = err.Error()
 		return r
 	}
+	owned := recs.Owned()
+	r.Leaks = Classify(inv, owned)
+	if len(r.Leaks) > 0 && recs.Source == SourceCRI {
+		// A pod the daemon was making while the host was listed is
+		// published only once complete: ask again a little later and
+		// take what it owns by then.
+		time.Sleep(settleDelay)
+		if again, err := LoadRecords(ctx, cfg, daemonPID, o.Timeout); err == nil {
+			recs.Sandboxes, recs.Containers = again.Sandboxes, again.Containers
+			for id := range again.Owned() {
+				owned[id] = true
+			}
+			r.Leaks = Classify(inv, owned)
+		}
+	}
 	r.Records = recs
-	r.Leaks = Classify(inv, recs.Owned())
 	return r
 }
+
+// settleDelay is how long Run waits before asking a running daemon again
+// about the leaks it found.
+const settleDelay = time.Second
