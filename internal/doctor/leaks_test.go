@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/store"
 )
 
@@ -247,6 +248,18 @@ func TestParseLinks(t *testing.T) {
 	}
 	if links, err := parseLinks([]byte("\n")); err != nil || links != nil {
 		t.Fatalf("empty: %v %v", links, err)
+	}
+}
+
+func TestShimNamespace(t *testing.T) {
+	if shimNamespace != shim.DefaultNamespace {
+		t.Fatalf("shimNamespace %q, internal/shim gives %q", shimNamespace, shim.DefaultNamespace)
+	}
+	if got := shimRuncState(config.Runtime{Type: config.TypeVM}); got != "/run/containerd/runc/podbay" {
+		t.Errorf("default shim runc state %q", got)
+	}
+	if got := shimRuncState(config.Runtime{Type: config.TypeVM, ConfigPath: "/etc/kata.toml"}); got != "" {
+		t.Errorf("kata: %q", got)
 	}
 }
 

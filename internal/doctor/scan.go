@@ -70,8 +70,8 @@ func marks(cfg *config.Config) []string {
 	for _, name := range cfg.RuntimeNames() {
 		rt := cfg.Runtimes[name]
 		m = append(m, rt.Root)
-		if rt.RuntimeRoot != "" {
-			m = append(m, rt.RuntimeRoot)
+		if dir := shimRuncState(rt); dir != "" {
+			m = append(m, dir)
 		}
 	}
 	return m
@@ -501,6 +501,26 @@ func parsePPID(stat []byte) int {
 	return ppid
 }
 
+// shimRuncState is where containerd-shim-runc-v2 keeps runc's state for
+// podbay's pods: <runtime_root>/<namespace>, runtime_root defaulting to
+// containerd's /run/containerd/runc; "" for a Kata handler (config_path)
+// and for oci handlers.
+func shimRuncState(rt config.Runtime) string {
+	if rt.Type != config.TypeVM || rt.ConfigPath != "" {
+		return ""
+	}
+	root := rt.RuntimeRoot
+	if root == "" {
+		root = "/run/containerd/runc"
+	}
+	return filepath.Join(root, shimNamespace)
+}
+
+// shimNamespace is the containerd namespace podbay gives its shims
+// (internal/shim's DefaultNamespace; not imported, to keep the CLI free of
+// the shim client).
+const shimNamespace = "podbay"
+
 // scanDirs lists the per-ID directories and files podbay makes: sandbox
 // and container dirs, the runtimes' state, conmon's exit files and attach
 // links.
@@ -523,8 +543,8 @@ func scanDirs(cfg *config.Config) []Dir {
 		if rt.Type == config.TypeVM {
 			list(filepath.Join(rt.Root, "pods"), "shim pod state ("+name+")", false)
 			list(filepath.Join(rt.Root, "containers"), "shim container state ("+name+")", false)
-			if rt.RuntimeRoot != "" {
-				list(filepath.Join(rt.RuntimeRoot, "podbay"), "shim runc state ("+name+")", false)
+			if dir := shimRuncState(rt); dir != "" {
+				list(dir, "shim runc state ("+name+")", false)
 			}
 			continue
 		}
