@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,10 +25,15 @@ commands:
   ps [-a] [-q]    list pods (-a: include not-ready pods; -q: IDs only)
   inspect POD...  print each pod's record, network settings included, as JSON
   version         print the daemon's version
+  doctor          check the host and list leaks (podbay doctor -h)
 `
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
+		var status exitStatus
+		if errors.As(err, &status) {
+			os.Exit(int(status))
+		}
 		fmt.Fprintln(os.Stderr, "podbay:", err)
 		os.Exit(1)
 	}
@@ -44,6 +50,9 @@ func run(args []string, out io.Writer) error {
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return fmt.Errorf("no command")
+	}
+	if fs.Arg(0) == "doctor" {
+		return runDoctor(fs.Args()[1:], out)
 	}
 	conn, err := grpc.NewClient("unix://"+*socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

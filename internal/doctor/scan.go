@@ -1,0 +1,555 @@
+package doctor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/network"
+)
+
+// Scan lists what of podbay's the host holds, reading only. n is the
+// network podbayd uses (nil when none: no bridge, IPs or rules are
+// looked for). What cannot be listed is returned as errors; the rest is
+// still listed.
+func Scan(ctx context.Context, cfg *config.Config, n *Network) (*Inventory, []error) {
+	inv := &Inventory{Self: os.Getpid(), Marks: marks(cfg)}
+	var errs []error
+	add := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	netInodes := processNetNamespaces()
+	var err error
+	inv.Namespaces, err = scanNamespaces(cfg.NetNSDir, netInodes)
+	add("network namespaces", err)
+	rootfses, err := readStorageContainers(cfg.Image.StorageRoot, cfg.Image.Driver)
+	add("root filesystems", err)
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	add("mounts", err)
+	inv.Rootfses, inv.Mounts = classifyMounts(parseMountinfo(mountinfo), rootfses, mountScope(cfg))
+	if n != nil {
+		if n.IPAMDir != "" {
+			inv.Reservations, err = scanReservations(n.IPAMDir)
+			add("IP reservations", err)
+		}
+		if n.Bridge != "" {
+			inv.Veths, err = scanVeths(ctx, n.Bridge, inv.Namespaces)
+			add("veths", err)
+		}
+		inv.Rules, err = scanRules(ctx, n.Name)
+		add("iptables", err)
+	}
+	inv.Cached, err = scanCached(cfg)
+	add("libcni cache", err)
+	inv.Processes, err = scanProcesses()
+	add("processes", err)
+	inv.Dirs = scanDirs(cfg)
+	return inv, errs
+}
+
+// marks are the directories whose paths in a process's arguments make it
+// podbay's.
+func marks(cfg *config.Config) []string {
+	m := []string{cfg.Root, cfg.State}
+	for _, name := range cfg.RuntimeNames() {
+		rt := cfg.Runtimes[name]
+		m = append(m, rt.Root)
+		if dir := shimRuncState(rt); dir != "" {
+			m = append(m, dir)
+		}
+	}
+	return m
+}
+
+// processNetNamespaces returns the inodes of the network namespaces some
+// process is in.
+func processNetNamespaces() map[uint64]bool {
+	inodes := map[uint64]bool{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns", "net"))
+		if err != nil {
+			continue
+		}
+		var ino uint64
+		if _, err := fmt.Sscanf(link, "net:[%d]", &ino); err == nil {
+			inodes[ino] = true
+		}
+	}
+	return inodes
+}
+
+// scanNamespaces lists the podbay-<id> files of dir.
+func scanNamespaces(dir string, inUse map[uint64]bool) ([]Namespace, error) {
+	ids, err := netns.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Namespace
+	for _, id := range ids {
+		if !isID(id) {
+			continue // not a name podbay gives
+		}
+		ns := Namespace{ID: id, Path: netns.Path(dir, id)}
+		ns.Mounted, _ = netns.IsMounted(ns.Path)
+		if ns.Mounted {
+			var st unix.Stat_t
+			if unix.Stat(ns.Path, &st) == nil {
+				ns.InUse = inUse[st.Ino]
+			}
+		}
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+// mountInfo is one line of /proc/self/mountinfo.
+type mountInfo struct {
+	Point, FSType string
+}
+
+func parseMountinfo(data []byte) []mountInfo {
+	var out []mountInfo
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 7 {
+			continue
+		}
+		m := mountInfo{Point: unescapeMount(f[4])}
+		for i := 6; i+1 < len(f); i++ {
+			if f[i] == "-" {
+				m.FSType = f[i+1]
+				break
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// storageContainer is an entry of containers/storage's containers.json.
+type storageContainer struct {
+	ID    string `json:"id"`
+	Layer string `json:"layer"`
+}
+
+// readStorageContainers reads containers/storage's list of containers
+// directly, without opening the store (which locks and may write).
+func readStorageContainers(storageRoot, driver string) ([]storageContainer, error) {
+	path := filepath.Join(storageRoot, driver+"-containers", "containers.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cs []storageContainer
+	if err := json.Unmarshal(data, &cs); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return cs, nil
+}
+
+// mountScopeT says which mount points are podbay's to look at.
+type mountScopeT struct {
+	// dirs are podbay's directories (symlinks resolved, as mountinfo
+	// shows them).
+	dirs []string
+	// layers is the directory of the overlay driver's layers.
+	layers string
+	// netns is netns_dir, whose pins are reported as namespaces.
+	netns string
+}
+
+func mountScope(cfg *config.Config) mountScopeT {
+	s := mountScopeT{
+		layers: realPath(filepath.Join(cfg.Image.StorageRoot, cfg.Image.Driver)),
+		netns:  realPath(cfg.NetNSDir),
+	}
+	for _, d := range []string{cfg.Root, cfg.State, cfg.Image.StorageRoot, cfg.Image.RunRoot} {
+		s.dirs = append(s.dirs, realPath(d))
+	}
+	return s
+}
+
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// classifyMounts pairs the root filesystems with their layer mounts, and
+// returns the other mounts in podbay's directories that name an ID or
+// mount a layer no root filesystem uses. The overlay driver's own mount
+// of its directory names nothing and is left out.
+func classifyMounts(mounts []mountInfo, containers []storageContainer, s mountScopeT) ([]Rootfs, []Mount) {
+	byLayer := map[string]int{}
+	rootfses := make([]Rootfs, len(containers))
+	for i, c := range containers {
+		rootfses[i] = Rootfs{ID: c.ID, Layer: c.Layer}
+		byLayer[c.Layer] = i
+	}
+	var out []Mount
+	for _, m := range mounts {
+		if within(s.netns, m.Point) || !inAny(s.dirs, m.Point) {
+			continue
+		}
+		if rel, err := filepath.Rel(s.layers, m.Point); err == nil && !strings.HasPrefix(rel, "..") && rel != "." {
+			layer := strings.Split(rel, string(filepath.Separator))[0]
+			if i, ok := byLayer[layer]; ok {
+				rootfses[i].MountPoint = m.Point
+				continue
+			}
+			if isID(layer) {
+				out = append(out, Mount{Point: m.Point, FSType: m.FSType, Layer: layer})
+			}
+			continue
+		}
+		if id := idInPath(m.Point); id != "" {
+			out = append(out, Mount{Point: m.Point, FSType: m.FSType, ID: id})
+		}
+	}
+	return rootfses, out
+}
+
+func inAny(dirs []string, p string) bool {
+	for _, d := range dirs {
+		if within(d, p) && d != p {
+			return true
+		}
+	}
+	return false
+}
+
+// idInPath returns the last path element that is an ID or podbay-<ID>.
+func idInPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i := len(parts) - 1; i >= 0; i-- {
+		el := strings.TrimPrefix(parts[i], netns.Prefix)
+		if isID(el) {
+			return el
+		}
+	}
+	return ""
+}
+
+// scanReservations reads host-local's reservation files: one per IP,
+// holding the container ID and the interface on separate lines.
+func scanReservations(dir string) ([]Reservation, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Reservation
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || name == "lock" || strings.HasPrefix(name, "last_reserved_ip") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		owner := ""
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			owner = f[0]
+		}
+		out = append(out, Reservation{IP: name, Owner: owner, Path: path})
+	}
+	return out, nil
+}
+
+// scanCached lists podbay's libcni cache as podbayd's garbage collection
+// does.
+func scanCached(cfg *config.Config) ([]Cached, error) {
+	m, err := network.New(network.Config{ConfDir: cfg.Network.ConfDir, PluginDirs: cfg.Network.PluginDirs, CacheDir: cfg.Network.CacheDir})
+	if err != nil {
+		return nil, err
+	}
+	atts, err := m.Cached()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Cached, 0, len(atts))
+	for _, a := range atts {
+		files, _ := filepath.Glob(filepath.Join(cfg.Network.CacheDir, "results", "*-"+a.ID+"-*"))
+		out = append(out, Cached{ID: a.ID, NetNS: a.NetNS, Networks: a.Networks, Files: files})
+	}
+	return out, nil
+}
+
+// ipLink is what `ip -j link` prints of an interface.
+type ipLink struct {
+	IfName      string `json:"ifname"`
+	LinkNetnsID *int   `json:"link_netnsid"`
+}
+
+func parseLinks(data []byte) ([]ipLink, error) {
+	var links []ipLink
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil
+	}
+	err := json.Unmarshal(data, &links)
+	return links, err
+}
+
+// scanVeths lists the ports of bridge and finds the pinned namespace each
+// one's peer is in, by the namespace IDs the host gives the pinned ones.
+func scanVeths(ctx context.Context, bridge string, namespaces []Namespace) ([]Veth, error) {
+	if _, err := os.Stat("/sys/class/net/" + bridge); err != nil {
+		return nil, nil // no bridge: no pod ever had a network here
+	}
+	out, err := exec.CommandContext(ctx, "ip", "-j", "link", "show", "master", bridge).Output()
+	if err != nil {
+		return nil, fmt.Errorf("ip link show master %s: %w", bridge, err)
+	}
+	links, err := parseLinks(out)
+	if err != nil {
+		return nil, err
+	}
+	byNSID := map[int]string{}
+	for _, ns := range namespaces {
+		if !ns.Mounted {
+			continue
+		}
+		if id, err := nsid(ns.Path); err == nil && id >= 0 {
+			byNSID[id] = ns.ID
+		}
+	}
+	var veths []Veth
+	for _, l := range links {
+		v := Veth{Name: l.IfName, PeerNSID: -1}
+		if l.LinkNetnsID != nil {
+			v.PeerNSID = *l.LinkNetnsID
+			v.PeerID = byNSID[v.PeerNSID]
+		}
+		veths = append(veths, v)
+	}
+	return veths, nil
+}
+
+// scanRules runs iptables-save and ip6tables-save.
+func scanRules(ctx context.Context, netName string) ([]Rule, error) {
+	var out []Rule
+	var errs []error
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		bin, err := exec.LookPath(tool + "-save")
+		if err != nil {
+			continue
+		}
+		data, err := exec.CommandContext(ctx, bin).Output()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", bin, err))
+			continue
+		}
+		out = append(out, parseIptablesSave(tool, data, netName)...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// commentID matches the comments the bridge ("name: …") and portmap
+// ("dnat name: …", "snat name: …") plugins put on a pod's rules.
+var commentID = regexp.MustCompile(`name: \\?"([^"\\]*)\\?" id: \\?"([0-9a-f]{64})\\?"`)
+
+// perPodChain matches the chains the bridge and portmap plugins make per
+// attachment (not the shared CNI-HOSTPORT-* ones).
+var perPodChain = regexp.MustCompile(`^CNI-(DN-)?[0-9a-f]{12,}$`)
+
+// parseIptablesSave returns the rules of network netName that name a
+// container ID in their comment, and the rules of the per-pod chains those
+// jump to.
+func parseIptablesSave(tool string, data []byte, netName string) []Rule {
+	type line struct{ table, text, chain, target string }
+	var lines []line
+	table := ""
+	chainOwner := map[string]string{} // table/chain → ID
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		text := sc.Text()
+		if strings.HasPrefix(text, "*") {
+			table = text[1:]
+			continue
+		}
+		if !strings.HasPrefix(text, "-A ") {
+			continue
+		}
+		f := strings.Fields(text)
+		l := line{table: table, text: text, chain: f[1]}
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "-j" || f[i] == "-g" {
+				l.target = f[i+1]
+			}
+		}
+		lines = append(lines, l)
+		if m := commentID.FindStringSubmatch(text); m != nil && m[1] == netName {
+			for _, c := range []string{l.chain, l.target} {
+				if perPodChain.MatchString(c) {
+					chainOwner[table+"/"+c] = m[2]
+				}
+			}
+		}
+	}
+	var out []Rule
+	for _, l := range lines {
+		id := ""
+		if m := commentID.FindStringSubmatch(l.text); m != nil && m[1] == netName {
+			id = m[2]
+		}
+		chain := ""
+		if owner, ok := chainOwner[l.table+"/"+l.chain]; ok {
+			chain = l.chain
+			if id == "" {
+				id = owner
+			}
+		}
+		if id == "" {
+			continue
+		}
+		out = append(out, Rule{Tool: tool, Table: l.table, Line: l.text, ID: id, Chain: chain})
+	}
+	return out
+}
+
+// scanProcesses reads every process's parent and command line.
+func scanProcesses() ([]Process, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []Process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		p := Process{PID: pid, PPID: parsePPID(stat)}
+		if p.PPID < 0 {
+			continue // a zombie or a process gone meanwhile
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		p.Args = strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parsePPID reads the parent from /proc/<pid>/stat ("pid (comm) state
+// ppid …", comm may hold spaces and parentheses); -1 for a zombie.
+func parsePPID(stat []byte) int {
+	rest := string(stat)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
+		return -1
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return ppid
+}
+
+// shimRuncState is where containerd-shim-runc-v2 keeps runc's state for
+// podbay's pods: <runtime_root>/<namespace>, runtime_root defaulting to
+// containerd's /run/containerd/runc; "" for a Kata handler (config_path)
+// and for oci handlers.
+func shimRuncState(rt config.Runtime) string {
+	if rt.Type != config.TypeVM || rt.ConfigPath != "" {
+		return ""
+	}
+	root := rt.RuntimeRoot
+	if root == "" {
+		root = "/run/containerd/runc"
+	}
+	return filepath.Join(root, shimNamespace)
+}
+
+// shimNamespace is the containerd namespace podbay gives its shims
+// (internal/shim's DefaultNamespace; not imported, to keep the CLI free of
+// the shim client).
+const shimNamespace = "podbay"
+
+// scanDirs lists the per-ID directories and files podbay makes: sandbox
+// and container dirs, the runtimes' state, conmon's exit files and attach
+// links.
+func scanDirs(cfg *config.Config) []Dir {
+	var out []Dir
+	list := func(dir, what string, any bool) {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if any || isID(e.Name()) {
+				out = append(out, Dir{ID: e.Name(), Path: filepath.Join(dir, e.Name()), What: what})
+			}
+		}
+	}
+	// podbayd removes every entry of sandboxes/ that no record owns.
+	list(filepath.Join(cfg.Root, "sandboxes"), "sandbox dir", true)
+	list(filepath.Join(cfg.Root, "containers"), "container dir", false)
+	list(filepath.Join(cfg.State, "attach"), "conmon attach link", false)
+	for _, name := range cfg.RuntimeNames() {
+		rt := cfg.Runtimes[name]
+		if rt.Type == config.TypeVM {
+			list(filepath.Join(rt.Root, "pods"), "shim pod state ("+name+")", false)
+			list(filepath.Join(rt.Root, "containers"), "shim container state ("+name+")", false)
+			if dir := shimRuncState(rt); dir != "" {
+				list(dir, "shim runc state ("+name+")", false)
+			}
+			continue
+		}
+		list(rt.Root, "runtime state ("+name+")", false)
+		list(filepath.Join(cfg.State, "exits", name), "exit file ("+name+")", false)
+	}
+	return out
+}
