@@ -235,6 +235,7 @@ func Load(path string, optional bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if optional && errors.Is(err, os.ErrNotExist) {
+			applyEnv(cfg, func(string) bool { return false }, os.LookupEnv)
 			return cfg, nil
 		}
 		return nil, fmt.Errorf("read config: %w", err)
@@ -262,6 +263,7 @@ func Load(path string, optional bool) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
+	applyEnv(cfg, func(key string) bool { return md.IsDefined("image", key) }, os.LookupEnv)
 	return cfg, nil
 }
 
