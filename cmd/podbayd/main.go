@@ -52,6 +52,9 @@ func run() error {
 	if len(os.Args) > 1 && os.Args[1] == "config" {
 		return printConfig(os.Stdout, os.Args[2:])
 	}
+	// A SIGHUP before the daemon serves must not kill it; watchReloads
+	// handles it from then on.
+	signal.Ignore(syscall.SIGHUP)
 	flags := parseFlags("podbayd", os.Args[1:])
 	if flags.version {
 		fmt.Println("podbayd", server.Version)
