@@ -2,7 +2,9 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -222,4 +224,47 @@ func fileFrom(t *testing.T, path string, offset int64) string {
 		t.Fatal(err)
 	}
 	return string(b[min(offset, int64(len(b))):])
+}
+
+// TestReloadRegistries points a running daemon at another registries.conf.d
+// and policy.json by SIGHUP: pulls follow the new files at once.
+func TestReloadRegistries(t *testing.T) {
+	e, ti := newContainerEnvWith(t, envOptions{}, "busybox")
+	empty := filepath.Join(e.dir, "empty.d")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reject := filepath.Join(e.dir, "reject.json")
+	if err := os.WriteFile(reject, []byte(`{"default": [{"type": "reject"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	swap := func(dir, policy string) func(string) string {
+		return func(s string) string {
+			s = strings.Replace(s, fmt.Sprintf("registries_conf_dir = %q", e.registriesDir), fmt.Sprintf("registries_conf_dir = %q", dir), 1)
+			return strings.Replace(s, fmt.Sprintf("signature_policy = %q", e.policyPath), fmt.Sprintf("signature_policy = %q", policy), 1)
+		}
+	}
+
+	// Without the drop-in that lets the test registry be reached over
+	// plain HTTP, a pull from it fails.
+	e.writeConfig(t, swap(empty, e.policyPath))
+	info := e.sighup(t)
+	image, _ := info.Config["image"].(map[string]any)
+	if !containsPrefix(info.LastReload.Applied, "image.registries_conf_dir") || image["registries_conf_dir"] != empty {
+		t.Fatalf("reload result %+v, image config %v", info.LastReload, image)
+	}
+	if _, err := e.tryPull(rpcCtx(t), ti.ref("user-uid"), nil); err == nil {
+		t.Fatal("pull over plain HTTP succeeded without the insecure registry drop-in")
+	}
+
+	// Back to the drop-in, with a policy that rejects every image.
+	e.writeConfig(t, swap(e.registriesDir, reject))
+	e.sighup(t)
+	if _, err := e.tryPull(rpcCtx(t), ti.ref("user-uid"), nil); err == nil {
+		t.Fatal("pull accepted under a policy that rejects everything")
+	}
+
+	e.writeConfig(t, nil)
+	e.sighup(t)
+	e.pullImage(t, ti.ref("user-uid"), nil)
 }
