@@ -273,7 +273,8 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	log.G(ctx).Info("podbayd serving", "socket", d.cfg.Listen, "streaming", d.srv.StreamAddr().String(), "metrics", d.cfg.MetricsAddress, "version", server.Version)
 
-	defer d.watchReloads(ctx)()
+	stopReloads := d.watchReloads(ctx)
+	defer stopReloads()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	select {
@@ -289,6 +290,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 	}
+	stopReloads() // no reload starts work on a server shutting down
 	d.srv.Shutdown(shutdownCtx)
 	_ = os.Remove(d.cfg.Listen)
 	return nil

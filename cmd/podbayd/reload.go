@@ -64,7 +64,9 @@ func newNetwork(cfg *config.Config) (*network.Manager, error) {
 }
 
 // watchReloads reloads the configuration on every SIGHUP, as CRI-O does,
-// until stop is called.
+// until stop is called; stop waits for a reload under way and may be
+// called more than once. Before and after, SIGHUP is ignored: it must not
+// kill a daemon that is starting or shutting down.
 func (d *daemon) watchReloads(ctx context.Context) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -82,10 +84,14 @@ func (d *daemon) watchReloads(ctx context.Context) (stop func()) {
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		signal.Stop(hup)
-		close(done)
-		wg.Wait()
+		once.Do(func() {
+			signal.Stop(hup)
+			signal.Ignore(syscall.SIGHUP)
+			close(done)
+			wg.Wait()
+		})
 	}
 }
 
