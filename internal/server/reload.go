@@ -333,13 +333,9 @@ func (a *applier) runtimes() error {
 	if err != nil {
 		return err
 	}
-	names := slices.Sorted(maps.Keys(a.old.cfg.Runtimes))
-	for name := range a.next.cfg.Runtimes {
-		if _, ok := a.old.cfg.Runtimes[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	for _, name := range names {
+	names := maps.Clone(a.old.cfg.Runtimes)
+	maps.Copy(names, a.next.cfg.Runtimes)
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		key := "runtimes." + name
 		oldRC, hadOld := a.old.cfg.Runtimes[name]
 		newRC, hasNew := a.next.cfg.Runtimes[name]
