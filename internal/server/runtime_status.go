@@ -20,6 +20,9 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	resp := &runtimeapi.StatusResponse{
 		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeCond, networkCond}},
 	}
+	// A reload publishes its configuration before its result: read in
+	// this order, the result shown is never newer than the configuration.
+	last := s.LastReload()
 	cur := s.current()
 	for _, name := range cur.cfg.RuntimeNames() {
 		if _, ok := cur.runtimes[name]; !ok {
@@ -37,7 +40,7 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	// ContainerStatus reports the resulting identity.
 	resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}
 	if req.GetVerbose() {
-		info, err := s.statusInfo(ctx, cur)
+		info, err := s.statusInfo(ctx, cur, last)
 		if err != nil {
 			return nil, err
 		}

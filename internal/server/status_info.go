@@ -15,7 +15,7 @@ import (
 // the others with the reason, "cniconfig" and "lastCNILoadStatus" the CNI
 // network config in use (containerd's keys), "lastReload" what the last
 // reload did (null before the first).
-func (s *Server) statusInfo(ctx context.Context, cur *liveConfig) (map[string]string, error) {
+func (s *Server) statusInfo(ctx context.Context, cur *liveConfig, last *ReloadResult) (map[string]string, error) {
 	cfg, err := cur.cfg.Map()
 	if err != nil {
 		return nil, fmt.Errorf("encode configuration: %w", err)
@@ -42,7 +42,7 @@ func (s *Server) statusInfo(ctx context.Context, cur *liveConfig) (map[string]st
 		"config":              cfg,
 		"runtimeHandlers":     handlers,
 		"unavailableRuntimes": unavailable,
-		"lastReload":          s.LastReload(),
+		"lastReload":          last,
 	}
 	if n, ok := s.network.(*swapNetwork).get().(interface {
 		ConfigInUse(context.Context) network.ConfigInUse
