@@ -230,6 +230,8 @@ func Default() *Config {
 
 // Load reads path over the defaults. A missing file is not an error when
 // optional is true (the default path); a file named explicitly must exist.
+// Image configuration paths the file does not set come from the
+// environment where the containers tools' conventions say so (env.go).
 func Load(path string, optional bool) (*Config, error) {
 	cfg := Default()
 	data, err := os.ReadFile(path)
