@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -399,5 +400,34 @@ func TestReloadConcurrentPods(t *testing.T) {
 	wg.Wait()
 	if created.Load() == 0 {
 		t.Log("no pod ran on the handler between reloads")
+	}
+}
+
+// New pods use the pause image a reload names; pods already made keep
+// theirs.
+func TestReloadPauseImage(t *testing.T) {
+	e := newReloadEnv(t)
+	before, err := e.runOn("", "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "example.com/pause:new"
+	e.img.mu.Lock()
+	e.img.registry[ref] = &image.Image{ID: strings.Repeat("ab", 32), RepoTags: []string{ref}}
+	e.img.mu.Unlock()
+	next := e.running.Clone()
+	next.PauseImage = ref
+	if res := e.reload(next); !contains(res.Applied, `pause_image "registry.k8s.io/pause:3.10" -> "example.com/pause:new"`) {
+		t.Fatalf("reload %+v", res)
+	}
+	after, err := e.runOn("", "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.persisted(t, after).Image; got != strings.Repeat("ab", 32) {
+		t.Errorf("new pod's pause image %q, want the reloaded one", got)
+	}
+	if got := e.persisted(t, before).Image; got == strings.Repeat("ab", 32) {
+		t.Error("the earlier pod's record changed pause image")
 	}
 }

@@ -268,3 +268,36 @@ func TestReloadRegistries(t *testing.T) {
 	e.sighup(t)
 	e.pullImage(t, ti.ref("user-uid"), nil)
 }
+
+// TestReloadCNI moves a running daemon to another CNI conf dir by SIGHUP:
+// the network config in use follows, and new pods are set up from the new
+// directory even once the old one is empty.
+func TestReloadCNI(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.start("")
+	first := e.runPod(t, e.podConfig("first"), "")
+
+	moved := filepath.Join(e.dir, "net2.d")
+	if err := os.MkdirAll(moved, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(moved, "20-moved.conflist"), e.cniConfig(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig(t, func(s string) string {
+		return strings.Replace(s, fmt.Sprintf("conf_dir = %q", e.confDir), fmt.Sprintf("conf_dir = %q", moved), 1)
+	})
+	info := e.sighup(t)
+	if !containsPrefix(info.LastReload.Applied, "network.conf_dir") || info.CNIConfig.ConfDir != moved ||
+		info.CNIConfig.File != "20-moved.conflist" || info.CNILoadStatus != "OK" {
+		t.Fatalf("after moving conf_dir: reload %+v, cni %+v, status %q", info.LastReload, info.CNIConfig, info.CNILoadStatus)
+	}
+	if err := os.Remove(e.conflistPath()); err != nil {
+		t.Fatal(err)
+	}
+	second := e.runPod(t, e.podConfig("second"), "")
+	st, _ := e.status(t, second)
+	e.requireIPInSubnet(t, podIP(st))
+	// The pod set up from the old directory is torn down as before.
+	e.stopAndRemove(t, first, second)
+}
