@@ -82,7 +82,7 @@ func (s *Store) toImage(img *storage.Image) (*Image, error) {
 		Annotations: maps.Clone(info.annotations),
 	}
 	out.UID, out.Username = parseUser(info.config.User)
-	pinned := *s.pinned.Load()
+	pinned := s.pinnedRefs()
 	for _, n := range img.Names {
 		if pinned[n] {
 			out.Pinned = true

@@ -41,6 +41,23 @@ func (s *Store) SetPinned(refs []string) error {
 	return nil
 }
 
+// registryPaths returns the registries.conf paths in effect: those
+// SetRegistries gave, else the Config's.
+func (s *Store) registryPaths() registryPaths {
+	if p := s.paths.Load(); p != nil {
+		return *p
+	}
+	return registryPaths{conf: s.cfg.RegistriesConf, dir: s.cfg.RegistriesConfDir}
+}
+
+// pinnedRefs returns the pinned names (nil before New sets them).
+func (s *Store) pinnedRefs() map[string]bool {
+	if p := s.pinned.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // pinnedSet normalizes references ("pause:3.10" is
 // docker.io/library/pause:3.10) into the names images are stored under.
 func pinnedSet(refs []string) (map[string]bool, error) {

@@ -273,7 +273,7 @@ func (s *Store) stopPulls() {
 // systemContext is the containers/image context for one pull; auth may be
 // nil.
 func (s *Store) systemContext(auth *Auth) (*types.SystemContext, error) {
-	paths := s.paths.Load()
+	paths := s.registryPaths()
 	sys := &types.SystemContext{
 		SystemRegistriesConfPath:    paths.conf,
 		SystemRegistriesConfDirPath: paths.dir,
@@ -297,7 +297,7 @@ func (s *Store) systemContext(auth *Auth) (*types.SystemContext, error) {
 
 // lookupContext is the system context for resolving short names locally.
 func (s *Store) lookupContext() *types.SystemContext {
-	paths := s.paths.Load()
+	paths := s.registryPaths()
 	return &types.SystemContext{
 		SystemRegistriesConfPath:    paths.conf,
 		SystemRegistriesConfDirPath: paths.dir,
