@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
@@ -51,64 +49,27 @@ func main() {
 }
 
 func run() error {
-	fs := flag.NewFlagSet("podbayd", flag.ExitOnError)
-	cfgPath := fs.String("config", config.DefaultPath, "configuration file (TOML); every key is optional")
-	listen := fs.String("listen", "", "CRI socket (overrides listen)")
-	root := fs.String("root", "", "persistent state dir (overrides root)")
-	state := fs.String("state", "", "runtime state dir (overrides state)")
-	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
-	logFormat := fs.String("log-format", "", "text or json (overrides log_format)")
-	metricsAddr := fs.String("metrics-address", "", "Prometheus endpoint host:port (overrides metrics_address)")
-	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration dir (overrides network.conf_dir)")
-	cniPluginDirs := fs.String("cni-plugin-dirs", "", "comma-separated CNI plugin dirs (overrides network.plugin_dirs)")
-	pause := fs.String("pause-binary", "", "static pause program (overrides pause_binary)")
-	registriesConf := fs.String("registries-conf", "", "registries.conf (overrides image.registries_conf)")
-	streamAddr := fs.String("stream-address", "", "IP address of the Exec/Attach/PortForward streaming server (overrides stream_address)")
-	streamPort := fs.Int("stream-port", -1, "port of the streaming server, 0 for any free one (overrides stream_port)")
-	version := fs.Bool("version", false, "print the version and exit")
-	_ = fs.Parse(os.Args[1:])
-	if *version {
+	if len(os.Args) > 1 && os.Args[1] == "config" {
+		return printConfig(os.Stdout, os.Args[2:])
+	}
+	// A SIGHUP before the daemon serves must not kill it; watchReloads
+	// handles it from then on.
+	signal.Ignore(syscall.SIGHUP)
+	flags := parseFlags("podbayd", os.Args[1:])
+	if flags.version {
 		fmt.Println("podbayd", server.Version)
 		return nil
 	}
-
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := config.Load(*cfgPath, !explicit)
+	raw, cfg, err := flags.loadValid()
 	if err != nil {
 		return err
 	}
-	for _, o := range []struct {
-		flag string
-		dst  *string
-	}{
-		{*listen, &cfg.Listen}, {*root, &cfg.Root}, {*state, &cfg.State}, {*logLevel, &cfg.LogLevel},
-		{*logFormat, &cfg.LogFormat}, {*metricsAddr, &cfg.MetricsAddress},
-		{*cniConfDir, &cfg.Network.ConfDir}, {*pause, &cfg.PauseBinary},
-		{*registriesConf, &cfg.Image.RegistriesConf}, {*streamAddr, &cfg.StreamAddress},
-	} {
-		if o.flag != "" {
-			*o.dst = o.flag
-		}
-	}
-	if *cniPluginDirs != "" {
-		cfg.Network.PluginDirs = strings.Split(*cniPluginDirs, ",")
-	}
-	if *streamPort >= 0 {
-		cfg.StreamPort = *streamPort
-	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("invalid configuration: %w", err)
-	}
-	logger := newLogger(cfg)
+	level := new(slog.LevelVar)
+	logger := newLogger(cfg, level)
 	slog.SetDefault(logger)
 	// The kubelet's streaming server logs through klog.
 	klog.SetSlogLogger(logger)
-	// containers/image and containers/storage log through logrus; keep
-	// their chatter (info-level platform notes) out unless debugging.
-	if cfg.LogLevel != "debug" {
-		logrus.SetLevel(logrus.WarnLevel)
-	}
+	setLogLevel(level, cfg.LogLevel)
 	ctx := log.WithLogger(context.Background(), logger)
 
 	// Only a daemon built with the failpoints tag (the integration tests')
@@ -122,12 +83,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	d.level, d.flags, d.running = level, flags, raw
 	return d.serve(ctx)
 }
 
-func newLogger(cfg *config.Config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+// newLogger logs at level, which a reload changes (setLogLevel).
+func newLogger(cfg *config.Config, level *slog.LevelVar) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
@@ -141,6 +102,14 @@ type daemon struct {
 	srv     *server.Server
 	metrics *metrics.Metrics
 	closers []func() error
+
+	// What a reload needs: the conmon binary, the log level, the
+	// command line and the configuration the daemon started with
+	// (before Validate).
+	conmon  string
+	level   *slog.LevelVar
+	flags   *cliFlags
+	running *config.Config
 }
 
 func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *daemon, retErr error) {
@@ -181,17 +150,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		log.G(ctx).Warn("kill cni plugins a previous podbayd left running", "err", err)
 	}
 
-	netw, err := network.New(network.Config{
-		ConfDir:       cfg.Network.ConfDir,
-		PluginDirs:    cfg.Network.PluginDirs,
-		CacheDir:      cfg.Network.CacheDir,
-		IfName:        "eth0",
-		WriteDefault:  cfg.Network.WriteDefault,
-		DefaultName:   cfg.Network.DefaultName,
-		DefaultBridge: cfg.Network.DefaultBridge,
-		DefaultSubnet: cfg.Network.DefaultSubnet,
-		PluginTimeout: time.Duration(cfg.Network.PluginTimeout),
-	})
+	netw, err := newNetwork(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("set up CNI: %w", err)
 	}
@@ -200,6 +159,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("conmon %q: %w", cfg.Conmon, err)
 	}
+	d.conmon = conmon
 	runtimes := map[string]runtime.Runtime{}
 	unavailable := map[string]error{}
 	for _, name := range cfg.RuntimeNames() {
@@ -278,12 +238,16 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		StreamListener: streamL,
 		CDI:            cdiDevices,
 		Hooks:          ociHooks,
+		Reload:         d.reloadHooks(),
 	})
 	if err != nil {
 		streamL.Close()
 		return nil, err
 	}
 	d.srv = srv
+	// Closes the handlers a reload set up or replaced; closing one twice
+	// does nothing.
+	d.closers = append(d.closers, srv.CloseRuntimes)
 	if err := srv.Recover(ctx); err != nil {
 		return nil, err
 	}
@@ -325,6 +289,8 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	log.G(ctx).Info("podbayd serving", "socket", d.cfg.Listen, "streaming", d.srv.StreamAddr().String(), "metrics", d.cfg.MetricsAddress, "version", server.Version)
 
+	stopReloads := d.watchReloads(ctx)
+	defer stopReloads()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	select {
@@ -340,6 +306,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 	}
+	stopReloads() // no reload starts work on a server shutting down
 	d.srv.Shutdown(shutdownCtx)
 	_ = os.Remove(d.cfg.Listen)
 	return nil

@@ -240,11 +240,14 @@ func Default() *Config {
 
 // Load reads path over the defaults. A missing file is not an error when
 // optional is true (the default path); a file named explicitly must exist.
+// Image configuration paths the file does not set come from the
+// environment where the containers tools' conventions say so (env.go).
 func Load(path string, optional bool) (*Config, error) {
 	cfg := Default()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if optional && errors.Is(err, os.ErrNotExist) {
+			applyEnv(cfg, func(string) bool { return false }, os.LookupEnv)
 			return cfg, nil
 		}
 		return nil, fmt.Errorf("read config: %w", err)
@@ -272,6 +275,7 @@ func Load(path string, optional bool) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
+	applyEnv(cfg, func(key string) bool { return md.IsDefined("image", key) }, os.LookupEnv)
 	return cfg, nil
 }
 

@@ -82,8 +82,9 @@ func (s *Store) toImage(img *storage.Image) (*Image, error) {
 		Annotations: maps.Clone(info.annotations),
 	}
 	out.UID, out.Username = parseUser(info.config.User)
+	pinned := s.pinnedRefs()
 	for _, n := range img.Names {
-		if s.pinned[n] {
+		if pinned[n] {
 			out.Pinned = true
 		}
 	}

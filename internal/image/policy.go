@@ -14,17 +14,29 @@ import (
 )
 
 // policySource reads the signature policy for each pull, so that an edited
-// policy.json applies without a restart.
+// policy.json, or a new path (SetRegistries), applies without a restart.
 type policySource struct {
-	path string // empty: the system default
-	warn sync.Once
+	mu     sync.Mutex
+	path   string // empty: the system default; guarded by mu
+	warned bool   // the missing file was reported; guarded by mu
 }
 
 func (p *policySource) file() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.path != "" {
 		return p.path
 	}
 	return defaultPolicyPath
+}
+
+// setPath makes later pulls read path.
+func (p *policySource) setPath(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if path != p.path {
+		p.path, p.warned = path, false
+	}
 }
 
 // warnIfMissing logs, once per store, that images are not verified.
@@ -38,15 +50,20 @@ func (p *policySource) warnIfMissing(ctx context.Context) {
 // Debian has no /etc/containers/policy.json), an unreadable or invalid one
 // is an error rather than a silent fallback.
 func (p *policySource) load(ctx context.Context) (*signature.Policy, error) {
-	policy, err := signature.NewPolicyFromFile(p.file())
+	file := p.file()
+	policy, err := signature.NewPolicyFromFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
-		p.warn.Do(func() {
-			log.G(ctx).Warn("no signature policy; accepting any image", "policy", p.file())
-		})
+		p.mu.Lock()
+		warn := !p.warned
+		p.warned = true
+		p.mu.Unlock()
+		if warn {
+			log.G(ctx).Warn("no signature policy; accepting any image", "policy", file)
+		}
 		return acceptAnything(), nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("signature policy %s: %w: %w", p.file(), err, errdefs.ErrFailedPrecondition)
+		return nil, fmt.Errorf("signature policy %s: %w: %w", file, err, errdefs.ErrFailedPrecondition)
 	}
 	return policy, nil
 }

@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/containers/image/v5/docker/reference"
 	"github.com/containers/image/v5/types"
 	"github.com/containers/storage"
 	graphdriver "github.com/containers/storage/drivers"
@@ -109,8 +108,11 @@ type Store struct {
 	tmpDir string
 	// cacheDir holds containers/image's blob-info cache.
 	cacheDir string
-	pinned   map[string]bool
-	metrics  *pullMetrics
+	// pinned holds the references reported Pinned (SetPinned replaces
+	// it); paths the registries.conf paths (SetRegistries).
+	pinned  atomic.Pointer[map[string]bool]
+	paths   atomic.Pointer[registryPaths]
+	metrics *pullMetrics
 	// reserve is space held back so that a root filesystem can be removed
 	// on a full disk.
 	reserve *spaceReserve
@@ -145,13 +147,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("short-name mode %q: want one of docker, disabled, permissive, enforcing: %w",
 			cfg.ShortNameMode, errdefs.ErrInvalidArgument)
 	}
-	pinned := make(map[string]bool, len(cfg.PinnedImages))
-	for _, ref := range cfg.PinnedImages {
-		named, err := reference.ParseNormalizedNamed(ref)
-		if err != nil {
-			return nil, fmt.Errorf("pinned image %q: %v: %w", ref, err, errdefs.ErrInvalidArgument)
-		}
-		pinned[reference.TagNameOnly(named).String()] = true
+	pinned, err := pinnedSet(cfg.PinnedImages)
+	if err != nil {
+		return nil, err
 	}
 
 	opts := storage.StoreOptions{
@@ -170,11 +168,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		policy:   &policySource{path: cfg.PolicyPath},
 		tmpDir:   filepath.Join(st.GraphRoot(), "tmp"),
 		cacheDir: filepath.Join(st.GraphRoot(), "cache"),
-		pinned:   pinned,
 		reserve:  &spaceReserve{path: filepath.Join(st.GraphRoot(), "podbay-reserve"), size: reserveSize},
 		pulls:    make(map[string]*pullCall),
 		info:     make(map[string]*imageInfo),
 	}
+	s.pinned.Store(&pinned)
+	s.paths.Store(&registryPaths{conf: cfg.RegistriesConf, dir: cfg.RegistriesConfDir})
 	if cfg.Metrics != nil {
 		if s.metrics, err = newPullMetrics(cfg.Metrics); err != nil {
 			_, _ = st.Shutdown(false)
@@ -274,9 +273,10 @@ func (s *Store) stopPulls() {
 // systemContext is the containers/image context for one pull; auth may be
 // nil.
 func (s *Store) systemContext(auth *Auth) (*types.SystemContext, error) {
+	paths := s.registryPaths()
 	sys := &types.SystemContext{
-		SystemRegistriesConfPath:    s.cfg.RegistriesConf,
-		SystemRegistriesConfDirPath: s.cfg.RegistriesConfDir,
+		SystemRegistriesConfPath:    paths.conf,
+		SystemRegistriesConfDirPath: paths.dir,
 		BigFilesTemporaryDir:        s.tmpDir,
 		BlobInfoCacheDir:            s.cacheDir,
 		DockerRegistryUserAgent:     "podbay",
@@ -297,8 +297,9 @@ func (s *Store) systemContext(auth *Auth) (*types.SystemContext, error) {
 
 // lookupContext is the system context for resolving short names locally.
 func (s *Store) lookupContext() *types.SystemContext {
+	paths := s.registryPaths()
 	return &types.SystemContext{
-		SystemRegistriesConfPath:    s.cfg.RegistriesConf,
-		SystemRegistriesConfDirPath: s.cfg.RegistriesConfDir,
+		SystemRegistriesConfPath:    paths.conf,
+		SystemRegistriesConfDirPath: paths.dir,
 	}
 }

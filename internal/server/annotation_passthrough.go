@@ -27,7 +27,7 @@ func passThrough(patterns []string, annotations map[string]string) map[string]st
 // containerAnnotations are the annotations of a container's spec: the
 // pod's and then the container's own that the handler passes through.
 func (s *Server) containerAnnotations(handler string, pod, ctr map[string]string) map[string]string {
-	rc := s.cfg.Runtimes[handler]
+	rc := s.current().cfg.Runtimes[handler]
 	out := passThrough(rc.PodAnnotations, pod)
 	for k, v := range passThrough(rc.ContainerAnnotations, ctr) {
 		out[k] = v

@@ -111,9 +111,10 @@ func (s *Server) ownerRuntime(ctx context.Context, rec container.Record) (runtim
 	if !errors.Is(err, errUnknownHandler) {
 		return rt, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(s.runtimes)) {
-		if _, err := s.runtimes[name].State(ctx, rec.ID); err == nil {
-			return s.runtimes[name], nil
+	runtimes := s.current().runtimes
+	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
+		if _, err := runtimes[name].State(ctx, rec.ID); err == nil {
+			return runtimes[name], nil
 		}
 	}
 	return nil, fmt.Errorf("container %s: %w", rec.ID, errNoRuntimeHolds)
@@ -130,8 +131,9 @@ func (s *Server) deleteFromRuntime(ctx context.Context, rec container.Record) er
 	if !errors.Is(err, errUnknownHandler) {
 		return err
 	}
-	for _, name := range slices.Sorted(maps.Keys(s.runtimes)) {
-		if err := s.runtimes[name].Delete(ctx, rec.ID); err != nil {
+	runtimes := s.current().runtimes
+	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
+		if err := runtimes[name].Delete(ctx, rec.ID); err != nil {
 			return fmt.Errorf("handler %s: %w", name, err)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // records are read.
 func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime.State {
 	listed := map[string][]runtime.State{}
-	for name, rt := range s.runtimes {
+	for name, rt := range s.current().runtimes {
 		l, ok := rt.(runtime.Lister)
 		if !ok {
 			continue
@@ -46,8 +46,9 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime
 // container.
 func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]runtime.State, owned map[string]bool) map[string]bool {
 	deleted := map[string]bool{}
+	runtimes := s.current().runtimes
 	for name, states := range listed {
-		rt := s.runtimes[name]
+		rt := runtimes[name]
 		for _, st := range states {
 			id := st.ID
 			if owned[id] || !isID(id) {

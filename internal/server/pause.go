@@ -20,10 +20,11 @@ const pausePullTimeout = time.Minute
 // default pause image can be neither found nor pulled (an offline node),
 // podbay makes it from its own static pause program, so pods still run.
 func (s *Server) pauseImage(ctx context.Context) (*image.Image, error) {
-	ctx = log.With(ctx, "image", s.cfg.PauseImage)
+	// A reload may change the pause image: new pods use the new one.
+	ref := s.current().cfg.PauseImage
+	ctx = log.With(ctx, "image", ref)
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
-	ref := s.cfg.PauseImage
 	img, err := s.images.Status(ctx, ref)
 	if err == nil {
 		return img, nil
@@ -62,7 +63,7 @@ func (s *Server) WarmPauseImage() {
 				log.G(ctx).Error("prepare pause image", "err", err)
 			}
 		} else {
-			log.G(ctx).Info("pause image ready", "image", s.cfg.PauseImage, "id", img.ID)
+			log.G(ctx).Info("pause image ready", "image", s.current().cfg.PauseImage, "id", img.ID)
 		}
 	}()
 }

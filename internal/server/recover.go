@@ -406,8 +406,9 @@ func (s *Server) deleteUnowned(ctx context.Context, owned, done map[string]bool,
 				continue
 			}
 			seen[id] = true
-			for _, name := range slices.Sorted(maps.Keys(s.runtimes)) {
-				if err := s.runtimes[name].Delete(ctx, id); err != nil {
+			runtimes := s.current().runtimes
+			for _, name := range slices.Sorted(maps.Keys(runtimes)) {
+				if err := runtimes[name].Delete(ctx, id); err != nil {
 					log.G(ctx).Error("delete orphaned runtime container", "id", id, "handler", name, "err", err)
 				}
 			}

@@ -17,7 +17,8 @@ import (
 
 func TestStatusReady(t *testing.T) {
 	e := newTestEnv(t, "")
-	e.srv.unavailable = map[string]error{"kata": errors.New("shim not found")}
+	cur := e.srv.current()
+	e.srv.live.Store(&liveConfig{cfg: cur.cfg, runtimes: cur.runtimes, unavailable: map[string]error{"kata": errors.New("shim not found")}})
 	resp, err := call(e.srv, "Status", e.srv.Status, &runtimeapi.StatusRequest{Verbose: true})
 	if err != nil {
 		t.Fatal(err)
@@ -34,11 +35,24 @@ func TestStatusReady(t *testing.T) {
 	if !slices.Contains(names, "runc") || !slices.Contains(names, "") || slices.Contains(names, "kata") {
 		t.Errorf("runtime handlers %q, want runc and the default under \"\"", names)
 	}
-	var info struct {
-		Unavailable map[string]string `json:"unavailableRuntimes"`
+	var unavailable map[string]string
+	if err := json.Unmarshal([]byte(resp.Info["unavailableRuntimes"]), &unavailable); err != nil || unavailable["kata"] == "" {
+		t.Errorf("verbose info %q: %v", resp.Info, err)
 	}
-	if err := json.Unmarshal([]byte(resp.Info["config"]), &info); err != nil || info.Unavailable["kata"] == "" {
-		t.Errorf("verbose info %q: %v", resp.Info["config"], err)
+	// The configuration in effect, under the configuration file's keys.
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(resp.Info["config"]), &cfg); err != nil || cfg["default_runtime"] != "runc" {
+		t.Errorf("verbose config %q: %v", resp.Info["config"], err)
+	}
+	var handlers []struct {
+		Name    string `json:"name"`
+		Default bool   `json:"default"`
+	}
+	if err := json.Unmarshal([]byte(resp.Info["runtimeHandlers"]), &handlers); err != nil || len(handlers) != 1 || handlers[0].Name != "runc" || !handlers[0].Default {
+		t.Errorf("verbose runtimeHandlers %q: %v", resp.Info["runtimeHandlers"], err)
+	}
+	if resp.Info["lastReload"] != "null" {
+		t.Errorf("lastReload before any reload: %q", resp.Info["lastReload"])
 	}
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -21,13 +20,17 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	resp := &runtimeapi.StatusResponse{
 		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeCond, networkCond}},
 	}
-	for _, name := range s.cfg.RuntimeNames() {
-		if _, ok := s.runtimes[name]; !ok {
+	// A reload publishes its configuration before its result: read in
+	// this order, the result shown is never newer than the configuration.
+	last := s.LastReload()
+	cur := s.current()
+	for _, name := range cur.cfg.RuntimeNames() {
+		if _, ok := cur.runtimes[name]; !ok {
 			continue
 		}
 		h := &runtimeapi.RuntimeHandler{Name: name, Features: &runtimeapi.RuntimeHandlerFeatures{}}
 		resp.RuntimeHandlers = append(resp.RuntimeHandlers, h)
-		if name == s.cfg.DefaultRuntime {
+		if name == cur.cfg.DefaultRuntime {
 			// The kubelet reads the default handler under the empty name.
 			resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: "", Features: h.Features})
 		}
@@ -37,15 +40,11 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	// ContainerStatus reports the resulting identity.
 	resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}
 	if req.GetVerbose() {
-		unavailable := map[string]string{}
-		for name, err := range s.unavailable {
-			unavailable[name] = err.Error()
-		}
-		info, err := json.Marshal(map[string]any{"config": s.cfg, "unavailableRuntimes": unavailable})
+		info, err := s.statusInfo(ctx, cur, last)
 		if err != nil {
 			return nil, err
 		}
-		resp.Info = map[string]string{"config": string(info)}
+		resp.Info = info
 	}
 	return resp, nil
 }

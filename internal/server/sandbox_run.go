@@ -38,15 +38,20 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
 	}
-	handler := req.GetRuntimeHandler()
-	if handler == "" {
-		handler = s.cfg.DefaultRuntime
-	}
-	rt, err := s.runtimeFor(handler)
+	// Held until the pod is published or given up: a reload keeps the
+	// handler meanwhile.
+	lease, err := s.acquireRuntime(req.GetRuntimeHandler())
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.Runtimes[handler].Type != config.TypeVM {
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			lease.release()
+		}
+	}()
+	handler, rt := lease.handler, lease.rt
+	if lease.config.Type != config.TypeVM {
 		// The node's kernel is the pod's: a sysctl it lacks, runc cannot
 		// set. A VM's guest kernel may have sysctls the node lacks.
 		if err := specgen.CheckSysctlsExist(cfg.GetLinux().GetSysctls()); err != nil {
@@ -64,8 +69,10 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 	}
 
+	handedOff = true
 	sb, err := detach(s, ctx,
 		func(work context.Context) (*sandbox.Sandbox, error) {
+			defer lease.release()
 			sb, err := s.runPodSandbox(work, name, handler, rt, cfg)
 			s.index.Finish(name, mine, sb, err)
 			return sb, err
@@ -337,7 +344,7 @@ func (s *Server) networkOrder(handler string, podAnnotations map[string]string) 
 	case config.OrderBefore, config.OrderAfter:
 		return v
 	}
-	if o := s.cfg.Runtimes[handler].NetworkOrder; o != "" {
+	if o := s.current().cfg.Runtimes[handler].NetworkOrder; o != "" {
 		return o
 	}
 	return config.OrderBefore

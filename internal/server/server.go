@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -20,7 +22,6 @@ import (
 
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/failpoint"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
@@ -105,18 +106,24 @@ type Options struct {
 	// disabled. Hooks adds the configured OCI hooks; nil: none.
 	CDI   CDIDevices
 	Hooks OCIHooks
+	// Reload sets up what a reloaded configuration adds (Reload).
+	Reload ReloadHooks
 }
 
 // Server serves the CRI.
 type Server struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 
+	// cfg is the configuration the daemon started with; a reload does
+	// not change it. Read from it only what needs a restart (paths,
+	// cgroup parent, streaming); the reloadable settings and the runtime
+	// handlers are in live (current()).
 	cfg         *config.Config
+	live        atomic.Pointer[liveConfig]
+	reload      reloadState
 	db          *store.DB
 	network     NetworkManager
 	netns       NetNS
-	runtimes    map[string]runtime.Runtime
-	unavailable map[string]error
 	metrics     *metrics.Metrics
 	tracer      trace.Tracer // nil: tracing is off
 	failpoints  *failpoint.Set
@@ -156,10 +163,8 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		cfg:         opts.Config,
 		db:          opts.DB,
-		network:     opts.Network,
+		network:     newSwapNetwork(opts.Network),
 		netns:       opts.NetNS,
-		runtimes:    opts.Runtimes,
-		unavailable: opts.Unavailable,
 		metrics:     opts.Metrics,
 		failpoints:  opts.Failpoints,
 		images:      opts.Images,
@@ -178,6 +183,8 @@ func New(opts Options) (*Server, error) {
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
+	s.live.Store(&liveConfig{cfg: opts.Config, runtimes: maps.Clone(opts.Runtimes), unavailable: maps.Clone(opts.Unavailable)})
+	s.reload.hooks = opts.Reload
 	if opts.StreamListener != nil {
 		streams, err := streaming.New(opts.StreamListener, streamRuntime{s: s}, streaming.Config{
 			IdleTimeout: time.Duration(opts.Config.StreamIdleTimeout),
@@ -280,11 +287,5 @@ func (s *Server) save(rec sandbox.Record) error {
 func (s *Server) monitorCgroup() string { return path.Join(s.cfg.DefaultCgroupParent, "conmon") }
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
-	if rt, ok := s.runtimes[handler]; ok {
-		return rt, nil
-	}
-	if err, ok := s.unavailable[handler]; ok {
-		return nil, fmt.Errorf("runtime handler %q is not available: %v: %w", handler, err, errdefs.ErrInvalidArgument)
-	}
-	return nil, fmt.Errorf("unknown runtime handler %q: %w", handler, errdefs.ErrInvalidArgument)
+	return s.current().runtimeFor(handler)
 }

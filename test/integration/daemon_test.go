@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,7 +39,11 @@ func (e *env) start(failpoints string) {
 	if e.opts.daemon != "" {
 		daemon = e.opts.daemon
 	}
-	cmd := exec.Command(bin(daemon), "--config", e.configPath, "--log-level", "debug", "--metrics-address", e.metricsAddr)
+	args := []string{"--config", e.configPath, "--log-level", "debug", "--metrics-address", e.metricsAddr}
+	if e.opts.logLevelFromFile {
+		args = slices.Delete(args, 2, 4)
+	}
+	cmd := exec.Command(bin(daemon), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = []string{"PODBAY_FAILPOINTS=" + failpoints}
 	for _, kv := range os.Environ() {

@@ -50,6 +50,9 @@ type envOptions struct {
 	// (before its first table); tablesConfig is TOML appended after its
 	// last table. Both verbatim.
 	topConfig, tablesConfig string
+	// logLevelFromFile starts the daemon without --log-level, so that
+	// the file's log_level (debug) decides, and a reload can change it.
+	logLevelFromFile bool
 }
 
 // handlerOptions configure one runtime handler of an env.

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/podbay/podbay/internal/network"
+)
+
+// statusInfo is Status's verbose info, what `crictl info` prints: each
+// value is JSON, as containerd's are. "config" is the configuration in
+// effect under the configuration file's key names (what `podbayd config`
+// prints), "runtimeHandlers" the usable handlers and "unavailableRuntimes"
+// the others with the reason, "cniconfig" and "lastCNILoadStatus" the CNI
+// network config in use (containerd's keys), "lastReload" what the last
+// reload did (null before the first).
+func (s *Server) statusInfo(ctx context.Context, cur *liveConfig, last *ReloadResult) (map[string]string, error) {
+	cfg, err := cur.cfg.Map()
+	if err != nil {
+		return nil, fmt.Errorf("encode configuration: %w", err)
+	}
+	type handler struct {
+		Name    string `json:"name"`
+		Type    string `json:"type"`
+		Path    string `json:"path"`
+		Root    string `json:"root"`
+		Default bool   `json:"default,omitempty"`
+	}
+	var handlers []handler
+	for _, name := range cur.cfg.RuntimeNames() {
+		if _, ok := cur.runtimes[name]; ok {
+			rc := cur.cfg.Runtimes[name]
+			handlers = append(handlers, handler{Name: name, Type: rc.Type, Path: rc.Path, Root: rc.Root, Default: name == cur.cfg.DefaultRuntime})
+		}
+	}
+	unavailable := map[string]string{}
+	for name, err := range cur.unavailable {
+		unavailable[name] = err.Error()
+	}
+	values := map[string]any{
+		"config":              cfg,
+		"runtimeHandlers":     handlers,
+		"unavailableRuntimes": unavailable,
+		"lastReload":          last,
+	}
+	if n, ok := s.network.(*swapNetwork).get().(interface {
+		ConfigInUse(context.Context) network.ConfigInUse
+	}); ok {
+		inUse := n.ConfigInUse(ctx)
+		values["cniconfig"] = inUse
+		values["lastCNILoadStatus"] = inUse.LoadStatus
+	}
+	info := make(map[string]string, len(values))
+	for k, v := range values {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", k, err)
+		}
+		info[k] = string(b)
+	}
+	return info, nil
+}
