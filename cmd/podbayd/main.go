@@ -262,6 +262,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		PauseBinary:    pauseBin,
 		MinOOMScoreAdj: minScore,
 		StreamListener: streamL,
+		NRI:            newNRI(cfg),
 	})
 	if err != nil {
 		streamL.Close()
@@ -269,6 +270,9 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	}
 	d.srv = srv
 	if err := srv.Recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.startNRI(); err != nil {
 		return nil, err
 	}
 	srv.WarmPauseImage()

@@ -177,6 +177,10 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, err
 	}
+	defer rb.OnError(ctx, &retErr, "tell NRI plugins the container is gone", s.nriUndoCreate(c))
+	if err := s.nriCreateContainer(ctx, c.Record(), sbRec, spec); err != nil {
+		return nil, err
+	}
 	bundle := filepath.Join(rec.Dir, "bundle")
 	if err := writeBundle(bundle, spec); err != nil {
 		return nil, err
@@ -221,6 +225,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, fmt.Errorf("persist container %s: %w", id, err)
 	}
 	log.G(ctx).Info("container created", "image", rec.ImageRef)
+	s.nriPostCreateContainer(ctx, c)
 	return c, nil
 }
 

@@ -58,6 +58,7 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 		return fmt.Errorf("delete container record: %w", err)
 	}
 	s.containers.Delete(c)
+	s.nriRemoveContainer(ctx, rec)
 	log.G(ctx).Info("container removed")
 	return nil
 }

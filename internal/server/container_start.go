@@ -38,6 +38,9 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err := s.hit(ctx, "container.starting"); err != nil {
 		return nil, err
 	}
+	if err := s.nriStartContainer(ctx, c); err != nil {
+		return nil, err
+	}
 	if err := rt.Start(ctx, c.ID); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
@@ -68,6 +71,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		return nil, fmt.Errorf("persist container: %w", err)
 	}
 	log.G(ctx).Info("container started")
+	s.nriPostStartContainer(ctx, c)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 

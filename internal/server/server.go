@@ -25,6 +25,7 @@ import (
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/nri"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -97,6 +98,8 @@ type Options struct {
 	// PortForward are served (ServeStreams); the server owns it. nil:
 	// those RPCs answer Unavailable.
 	StreamListener net.Listener
+	// NRI relays events to NRI plugins; nil: NRI disabled.
+	NRI *nri.NRI
 }
 
 // Server serves the CRI.
@@ -131,6 +134,7 @@ type Server struct {
 
 	grpc    *grpc.Server
 	streams *streaming.Server // nil without Options.StreamListener
+	nri     *nri.NRI          // nil when NRI is disabled
 }
 
 // New returns a server. Call Recover before Serve.
@@ -161,6 +165,7 @@ func New(opts Options) (*Server, error) {
 		ctx:         ctx,
 		cancel:      cancel,
 		recovered:   make(chan struct{}),
+		nri:         opts.NRI,
 	}
 	if opts.StreamListener != nil {
 		streams, err := streaming.New(opts.StreamListener, streamRuntime{s: s}, streaming.Config{
