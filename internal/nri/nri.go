@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
+	nrilog "github.com/containerd/nri/pkg/log"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/log"
@@ -76,6 +77,7 @@ func (n *NRI) Start(domain Domain) error {
 		return errors.New("nri: no domain")
 	}
 	n.domain = domain
+	nrilog.Set(logger{})
 	if n.opts.RegistrationTimeout > 0 {
 		adaptation.SetPluginRegistrationTimeout(n.opts.RegistrationTimeout)
 	}

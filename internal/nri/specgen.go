@@ -242,13 +242,13 @@ func (g *specGen) AddLinuxResourcesUnified(key, val string) {
 	r.Unified[key] = val
 }
 
-func (g *specGen) SetLinuxResourcesCPUCpus(cpus string)       { g.cpu().Cpus = cpus }
-func (g *specGen) SetLinuxResourcesCPUMems(mems string)       { g.cpu().Mems = mems }
-func (g *specGen) SetLinuxResourcesCPUPeriod(period uint64)   { g.cpu().Period = &period }
-func (g *specGen) SetLinuxResourcesCPUQuota(quota int64)      { g.cpu().Quota = &quota }
-func (g *specGen) SetLinuxResourcesCPUShares(shares uint64)   { g.cpu().Shares = &shares }
-func (g *specGen) SetLinuxResourcesMemoryLimit(limit int64)   { g.memory().Limit = &limit }
-func (g *specGen) SetLinuxResourcesMemorySwap(swap int64)     { g.memory().Swap = &swap }
+func (g *specGen) SetLinuxResourcesCPUCpus(cpus string)        { g.cpu().Cpus = cpus }
+func (g *specGen) SetLinuxResourcesCPUMems(mems string)        { g.cpu().Mems = mems }
+func (g *specGen) SetLinuxResourcesCPUPeriod(period uint64)    { g.cpu().Period = &period }
+func (g *specGen) SetLinuxResourcesCPUQuota(quota int64)       { g.cpu().Quota = &quota }
+func (g *specGen) SetLinuxResourcesCPUShares(shares uint64)    { g.cpu().Shares = &shares }
+func (g *specGen) SetLinuxResourcesMemoryLimit(limit int64)    { g.memory().Limit = &limit }
+func (g *specGen) SetLinuxResourcesMemorySwap(swap int64)      { g.memory().Swap = &swap }
 func (g *specGen) SetLinuxResourcesCPURealtimeRuntime(t int64) { g.cpu().RealtimeRuntime = &t }
 func (g *specGen) SetLinuxResourcesCPURealtimePeriod(period uint64) {
 	g.cpu().RealtimePeriod = &period

@@ -50,6 +50,10 @@ type envOptions struct {
 	// (before its first table); tablesConfig is TOML appended after its
 	// last table. Both verbatim.
 	topConfig, tablesConfig string
+	// nriConfig is TOML added to the env's [nri] table, which puts the
+	// NRI socket and plugin directories in the env's dir (nriSocket,
+	// nri-plugins, nri-conf.d), so that no daemon takes the host's.
+	nriConfig string
 }
 
 // handlerOptions configure one runtime handler of an env.
@@ -266,6 +270,8 @@ func (e *env) daemonConfig() string {
 	if e.opts.pullProgressTimeout != "" {
 		fmt.Fprintf(&b, "pull_progress_timeout = %q\n", e.opts.pullProgressTimeout)
 	}
+	fmt.Fprintf(&b, "\n[nri]\nsocket_path = %q\nplugin_path = %q\nplugin_config_path = %q\n%s\n",
+		e.nriSocket(), filepath.Join(e.dir, "nri-plugins"), filepath.Join(e.dir, "nri-conf.d"), e.opts.nriConfig)
 	runtimes := map[string]handlerOptions{"runc": {order: e.opts.runcNetworkOrder}}
 	for name, h := range e.opts.extraRuntimes {
 		runtimes[name] = h
