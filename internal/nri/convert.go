@@ -120,7 +120,9 @@ func NewContainer(rec container.Record, spec *rspec.Spec) *api.Container {
 			c.Linux.CgroupsPath = l.CgroupsPath
 		}
 		c.Linux.Sysctl = maps.Clone(l.Sysctl)
-		c.Linux.SeccompPolicy = api.FromOCILinuxSeccomp(l.Seccomp)
+		if l.Seccomp != nil { // FromOCILinuxSeccomp takes no nil
+			c.Linux.SeccompPolicy = api.FromOCILinuxSeccomp(l.Seccomp)
+		}
 		c.Linux.NetDevices = api.FromOCILinuxNetDevices(l.NetDevices)
 	}
 	return c

@@ -281,7 +281,7 @@ func TestNRIPreRegisteredPlugin(t *testing.T) {
 	if err := copyFile(bin("nri-logger"), plugin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	conf := fmt.Sprintf("logFile: %s\naddEnv: NRI_PREREGISTERED\n", logPath)
+	conf := fmt.Sprintf("logFile: %s\nevents: [all]\naddEnv: NRI_PREREGISTERED\n", logPath)
 	if err := os.WriteFile(filepath.Join(confDir, "10-logger.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
