@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
@@ -25,6 +26,11 @@ import (
 
 // RuntimeName is how podbay introduces itself to plugins.
 const RuntimeName = "podbay"
+
+// processWide sets what NRI keeps for the whole process (its logger and
+// its plugin timeouts), once, from the first Start: a daemon runs one NRI,
+// and NRI's goroutines read them unguarded.
+var processWide sync.Once
 
 // Options are the [nri] settings.
 type Options struct {
@@ -77,13 +83,15 @@ func (n *NRI) Start(domain Domain) error {
 		return errors.New("nri: no domain")
 	}
 	n.domain = domain
-	nrilog.Set(logger{})
-	if n.opts.RegistrationTimeout > 0 {
-		adaptation.SetPluginRegistrationTimeout(n.opts.RegistrationTimeout)
-	}
-	if n.opts.RequestTimeout > 0 {
-		adaptation.SetPluginRequestTimeout(n.opts.RequestTimeout)
-	}
+	processWide.Do(func() {
+		nrilog.Set(logger{})
+		if n.opts.RegistrationTimeout > 0 {
+			adaptation.SetPluginRegistrationTimeout(n.opts.RegistrationTimeout)
+		}
+		if n.opts.RequestTimeout > 0 {
+			adaptation.SetPluginRequestTimeout(n.opts.RequestTimeout)
+		}
+	})
 	opts := []adaptation.Option{
 		adaptation.WithPluginPath(n.opts.PluginPath),
 		adaptation.WithPluginConfigPath(n.opts.PluginConfigPath),
