@@ -142,7 +142,8 @@ func (g *specGen) RemoveLinuxNamespace(ns string) error {
 
 func (g *specGen) AddPreStartHook(h rspec.Hook) {
 	hs := g.hooks()
-	hs.Prestart = append(hs.Prestart, h) //nolint:staticcheck // NRI still offers prestart hooks
+	//lint:ignore SA1019 NRI plugins may still ask for prestart hooks
+	hs.Prestart = append(hs.Prestart, h)
 }
 
 func (g *specGen) AddPostStartHook(h rspec.Hook) {
