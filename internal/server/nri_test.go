@@ -37,6 +37,18 @@ func (p *refusingPlugin) seen() []string {
 	return slices.Clone(p.events)
 }
 
+func (p *refusingPlugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	if pod.Name == "refused" {
+		return errors.New("pods named refused are not allowed")
+	}
+	return nil
+}
+
+func (p *refusingPlugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	p.record("RemovePodSandbox " + pod.Name)
+	return nil
+}
+
 func (p *refusingPlugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
 	close(p.synced)
 	return nil, nil
@@ -115,6 +127,29 @@ func TestNRICreateContainer(t *testing.T) {
 	if got := p.seen(); !slices.Equal(got, want) {
 		t.Errorf("plugin events %q, want %q", got, want)
 	}
+}
+
+// A plugin refusing a pod fails RunPodSandbox, which is undone: no pod,
+// network attachment, runtime container or root filesystem is left, and
+// the plugins are told the pod is gone.
+func TestNRIRunPodSandboxRefused(t *testing.T) {
+	e := newTestEnv(t, "")
+	p := &refusingPlugin{synced: make(chan struct{})}
+	e.withNRI(t, p)
+	_, err := call(e.srv, "RunPodSandbox", e.srv.RunPodSandbox, &runtimeapi.RunPodSandboxRequest{Config: podConfig("refused")})
+	if err == nil || !strings.Contains(err.Error(), "pods named refused are not allowed") {
+		t.Fatalf("RunPodSandbox of a refused pod: %v", err)
+	}
+	list, _ := call(e.srv, "ListPodSandbox", e.srv.ListPodSandbox, &runtimeapi.ListPodSandboxRequest{})
+	if len(list.GetItems()) != 0 || e.net.holding() != 0 || e.rt.count() != 0 || e.img.count() != 0 {
+		t.Errorf("left after the refusal: %d pods, %d attachments, %d runtime containers, %d root filesystems",
+			len(list.GetItems()), e.net.holding(), e.rt.count(), e.img.count())
+	}
+	if got := p.seen(); !slices.Equal(got, []string{"RemovePodSandbox refused"}) {
+		t.Errorf("plugin events %q", got)
+	}
+	// NRI still serves: a pod the plugin accepts runs.
+	e.mustRun(t, podConfig("accepted"))
 }
 
 func TestNRIDomain(t *testing.T) {

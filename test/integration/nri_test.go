@@ -251,11 +251,11 @@ func TestNRIExternalPlugins(t *testing.T) {
 	e.removePod(t, pod.id)
 	waitLogged(t, logPath, pod.id, "RemovePodSandbox")
 	// A container exiting on its own is a StopContainer too.
-	if _, err := e.rt.StopContainer(rpcCtx(t), &runtimeapi.StopContainerRequest{ContainerId: earlyCtr, Timeout: 0}); err != nil {
-		t.Fatal(err)
-	}
-	waitLogged(t, logPath, earlyCtr, "StopContainer")
+	quitter, _ := e.runContainer(t, early, containerConfig("quitter", busybox, ctrShell("sleep 1; exit 3")))
+	e.waitContainerState(t, quitter, runtimeapi.ContainerState_CONTAINER_EXITED, containerExitTimeout)
+	waitLogged(t, logPath, quitter, "StopContainer")
 	e.stopPod(t, early.id)
+	waitLogged(t, logPath, earlyCtr, "StopContainer")
 	e.removePod(t, early.id)
 }
 
@@ -302,6 +302,20 @@ func TestNRIPreRegisteredPlugin(t *testing.T) {
 	if pids := pidsOfExe(plugin); len(pids) != 1 {
 		t.Errorf("pre-registered plugin processes: %v, want one", pids)
 	}
+
+	// A daemon killed outright takes its plugins with it: they exit when
+	// their connection closes.
+	e.kill9()
+	if err := eventually(10*time.Second, func() error {
+		if pids := pidsOfExe(plugin); len(pids) != 0 {
+			return fmt.Errorf("plugin processes %v outlive the killed daemon", pids)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	e.start("")
+	waitLogged(t, logPath, id, "Synchronize")
 
 	// After a restart the plugin is started again and handed what exists.
 	e.stop()
