@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
@@ -62,7 +63,9 @@ type Domain interface {
 type NRI struct {
 	opts   Options
 	domain Domain
-	a      *adaptation.Adaptation
+	// a is set once Start has started NRI; events before that (a
+	// container exit found while the daemon recovers) go nowhere.
+	a atomic.Pointer[adaptation.Adaptation]
 }
 
 // New returns NRI with opts; Start starts it.
@@ -107,17 +110,16 @@ func (n *NRI) Start(domain Domain) error {
 	if err := a.Start(); err != nil {
 		return fmt.Errorf("nri: start: %w", err)
 	}
-	n.a = a
+	n.a.Store(a)
 	return nil
 }
 
 // Stop closes the socket and stops the plugins (pre-registered plugins
 // are killed).
 func (n *NRI) Stop() {
-	if n == nil || n.a == nil {
-		return
+	if a := n.get(); a != nil {
+		a.Stop()
 	}
-	n.a.Stop()
 }
 
 // synchronize hands a newly registered plugin every pod and container,
@@ -156,45 +158,54 @@ func (n *NRI) apply(ctx context.Context, event string, updates []*api.ContainerU
 	}
 }
 
-// active reports whether events go anywhere.
-func (n *NRI) active() bool { return n != nil && n.a != nil }
+// get returns the started adaptation, nil when NRI is disabled or not
+// started.
+func (n *NRI) get() *adaptation.Adaptation {
+	if n == nil {
+		return nil
+	}
+	return n.a.Load()
+}
 
 // event runs fn with plugin synchronization held off, so that a plugin
 // registering meanwhile is synchronized before or after the event, not
 // in the middle of it.
-func (n *NRI) event(fn func() error) error {
-	b := n.a.BlockPluginSync()
+func event(a *adaptation.Adaptation, fn func() error) error {
+	b := a.BlockPluginSync()
 	defer b.Unblock()
 	return fn()
 }
 
 // RunPodSandbox tells the plugins a pod is up.
 func (n *NRI) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("RunPodSandbox", n.a.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}))
+	return event(a, func() error {
+		return wrap("RunPodSandbox", a.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}))
 	})
 }
 
 // StopPodSandbox tells the plugins a pod has stopped.
 func (n *NRI) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("StopPodSandbox", n.a.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}))
+	return event(a, func() error {
+		return wrap("StopPodSandbox", a.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}))
 	})
 }
 
 // RemovePodSandbox tells the plugins a pod is gone.
 func (n *NRI) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("RemovePodSandbox", n.a.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}))
+	return event(a, func() error {
+		return wrap("RemovePodSandbox", a.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}))
 	})
 }
 
@@ -204,12 +215,13 @@ func (n *NRI) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 // error (a plugin refusing, or an adjustment that cannot be applied) must
 // fail the create.
 func (n *NRI) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, spec *rspec.Spec) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
 	var updates []*api.ContainerUpdate
-	err := n.event(func() error {
-		resp, err := n.a.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	err := event(a, func() error {
+		resp, err := a.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
 		if err != nil {
 			return wrap("CreateContainer", err)
 		}
@@ -228,32 +240,35 @@ func (n *NRI) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 
 // PostCreateContainer tells the plugins a container was created.
 func (n *NRI) PostCreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("PostCreateContainer", n.a.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: ctr}))
+	return event(a, func() error {
+		return wrap("PostCreateContainer", a.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: ctr}))
 	})
 }
 
 // StartContainer tells the plugins a container is about to start; an
 // error fails the start.
 func (n *NRI) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("StartContainer", n.a.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: ctr}))
+	return event(a, func() error {
+		return wrap("StartContainer", a.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: ctr}))
 	})
 }
 
 // PostStartContainer tells the plugins a container has started.
 func (n *NRI) PostStartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("PostStartContainer", n.a.PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: ctr}))
+	return event(a, func() error {
+		return wrap("PostStartContainer", a.PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: ctr}))
 	})
 }
 
@@ -262,12 +277,13 @@ func (n *NRI) PostStartContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 // it), and the updates they return for other containers, which the caller
 // applies with ApplyUpdates once it holds no container's lock.
 func (n *NRI) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *rspec.LinuxResources) (*rspec.LinuxResources, []*api.ContainerUpdate, error) {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return res, nil, nil
 	}
 	var others []*api.ContainerUpdate
-	err := n.event(func() error {
-		resp, err := n.a.UpdateContainer(ctx, &api.UpdateContainerRequest{
+	err := event(a, func() error {
+		resp, err := a.UpdateContainer(ctx, &api.UpdateContainerRequest{
 			Pod: pod, Container: ctr, LinuxResources: api.FromOCILinuxResources(res, nil),
 		})
 		if err != nil {
@@ -294,11 +310,12 @@ func (n *NRI) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 
 // PostUpdateContainer tells the plugins a container's resources changed.
 func (n *NRI) PostUpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("PostUpdateContainer", n.a.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: ctr}))
+	return event(a, func() error {
+		return wrap("PostUpdateContainer", a.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: ctr}))
 	})
 }
 
@@ -307,12 +324,13 @@ func (n *NRI) PostUpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr 
 // other containers are applied by the caller with ApplyUpdates, which
 // must not hold a container's lock.
 func (n *NRI) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil, nil
 	}
 	var updates []*api.ContainerUpdate
-	err := n.event(func() error {
-		resp, err := n.a.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: ctr})
+	err := event(a, func() error {
+		resp, err := a.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: ctr})
 		if err != nil {
 			return wrap("StopContainer", err)
 		}
@@ -324,23 +342,24 @@ func (n *NRI) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.C
 
 // ApplyUpdates applies updates plugins returned for an event.
 func (n *NRI) ApplyUpdates(ctx context.Context, event string, updates []*api.ContainerUpdate) {
-	if n.active() {
+	if n.get() != nil {
 		n.apply(ctx, event, updates)
 	}
 }
 
 // RemoveContainer tells the plugins a container is gone.
 func (n *NRI) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
-	if !n.active() {
+	a := n.get()
+	if a == nil {
 		return nil
 	}
-	return n.event(func() error {
-		return wrap("RemoveContainer", n.a.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: ctr}))
+	return event(a, func() error {
+		return wrap("RemoveContainer", a.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: ctr}))
 	})
 }
 
 // Enabled reports whether NRI runs (n is not nil and started).
-func (n *NRI) Enabled() bool { return n.active() }
+func (n *NRI) Enabled() bool { return n.get() != nil }
 
 func wrap(event string, err error) error {
 	if err == nil {
