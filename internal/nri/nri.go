@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,16 @@ func (n *NRI) Start(domain Domain) error {
 		return errors.New("nri: no domain")
 	}
 	n.domain = domain
+	if !n.opts.DisableConnections {
+		// NRI replaces whatever is at the socket path: refuse to take the
+		// socket of a runtime that is serving on it (containerd's, on a
+		// node running both), rather than leave its plugins cut off. A
+		// stale socket (nothing listening) is replaced.
+		if c, err := net.DialTimeout("unix", n.opts.SocketPath, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("nri: %s is served by another process (another container runtime?); set [nri] socket_path", n.opts.SocketPath)
+		}
+	}
 	processWide.Do(func() {
 		nrilog.Set(logger{})
 		if n.opts.RegistrationTimeout > 0 {

@@ -3,6 +3,8 @@ package nri
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -256,4 +258,31 @@ func TestNRINoPlugin(t *testing.T) {
 	if err != nil || res.CPU == nil || *res.CPU.Shares != 100 {
 		t.Errorf("UpdateContainer = %+v, %v", res, err)
 	}
+}
+
+// A socket another runtime serves on is not taken; a stale one is.
+func TestNRISocketInUse(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(t.TempDir(), "nri.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := New(Options{SocketPath: sock, PluginPath: dir, PluginConfigPath: dir})
+	if err := n.Start(&fakeDomain{}); err == nil || !strings.Contains(err.Error(), "served by another process") {
+		n.Stop()
+		t.Fatalf("Start on a live socket: %v", err)
+	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Errorf("the other runtime's socket is gone: %v", err)
+	}
+	// Closed without removing the file: a stale socket, as a killed
+	// daemon leaves it.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	n = New(Options{SocketPath: sock, PluginPath: dir, PluginConfigPath: dir})
+	if err := n.Start(&fakeDomain{}); err != nil {
+		t.Fatalf("Start on a stale socket: %v", err)
+	}
+	n.Stop()
 }
