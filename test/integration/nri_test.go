@@ -396,3 +396,21 @@ func pidsOfExe(path string) []int {
 	}
 	return pids
 }
+
+// TestNRIDisabled: with [nri] enable = false no socket is made, no NRI
+// code runs, and pods and containers work as ever.
+func TestNRIDisabled(t *testing.T) {
+	e, ti := newContainerEnvWith(t, envOptions{nriConfig: "enable = false"}, "busybox")
+	pod := e.runTestPod(t, "nri-off")
+	id, _ := e.runContainer(t, pod, containerConfig("c1", ti.ref("busybox"), ctrCommand("sleep", "1000")))
+	if _, err := os.Stat(e.nriSocket()); !os.IsNotExist(err) {
+		t.Errorf("NRI socket with NRI disabled: %v", err)
+	}
+	if strings.Contains(e.logTail(1000), "component=nri") {
+		t.Errorf("NRI logged while disabled:\n%s", e.logTail(40))
+	}
+	e.stopContainer(t, id, 0)
+	e.removeContainer(t, id)
+	e.stopPod(t, pod.id)
+	e.removePod(t, pod.id)
+}
