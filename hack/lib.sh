@@ -54,7 +54,8 @@ our_mounts() {
 
 # write_daemon_config writes a podbayd configuration to $config that keeps
 # everything in the run's temp dir: the run root ($1), the storage, CNI
-# and netns dirs, the cgroup parent, registries and policy. The caller
+# and netns dirs, the NRI socket and plugin dirs, the cgroup parent,
+# registries and policy. The caller
 # appends its [runtimes] tables.
 write_daemon_config() {
 	local plugin_dirs='"/usr/lib/cni"'
@@ -76,6 +77,11 @@ conf_dir = "$conf_dir"
 plugin_dirs = [$plugin_dirs]
 cache_dir = "$cache_dir"
 write_default_config = false
+
+[nri]
+socket_path = "$tmp/nri.sock"
+plugin_path = "$tmp/nri-plugins"
+plugin_config_path = "$tmp/nri-conf.d"
 EOF
 }
 

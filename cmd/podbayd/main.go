@@ -239,6 +239,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		CDI:            cdiDevices,
 		Hooks:          ociHooks,
 		Reload:         d.reloadHooks(),
+		NRI:            newNRI(cfg, cdiDevices),
 	})
 	if err != nil {
 		streamL.Close()
@@ -249,6 +250,9 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	// does nothing.
 	d.closers = append(d.closers, srv.CloseRuntimes)
 	if err := srv.Recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.startNRI(); err != nil {
 		return nil, err
 	}
 	srv.WarmPauseImage()

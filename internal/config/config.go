@@ -92,8 +92,32 @@ type Config struct {
 
 	Network  Network            `toml:"network"`
 	Image    Image              `toml:"image"`
+	NRI      NRI                `toml:"nri"`
 	Runtimes map[string]Runtime `toml:"runtimes"`
 	Tracing  Tracing            `toml:"tracing"`
+}
+
+// NRI configures the Node Resource Interface (github.com/containerd/nri):
+// plugins that see pod and container events and adjust containers. The
+// keys and defaults are containerd's and CRI-O's.
+type NRI struct {
+	// Enable runs NRI; disabled, no socket is made and no plugin started.
+	Enable bool `toml:"enable"`
+	// SocketPath is where external plugins connect.
+	SocketPath string `toml:"socket_path"`
+	// PluginPath holds the pre-registered plugins podbayd starts
+	// (executables named <index>-<name>).
+	PluginPath string `toml:"plugin_path"`
+	// PluginConfigPath holds their configuration (<name>.conf or
+	// <index>-<name>.conf).
+	PluginConfigPath string `toml:"plugin_config_path"`
+	// PluginRegistrationTimeout bounds a plugin's registration;
+	// PluginRequestTimeout each event sent to a plugin.
+	PluginRegistrationTimeout Duration `toml:"plugin_registration_timeout"`
+	PluginRequestTimeout      Duration `toml:"plugin_request_timeout"`
+	// DisableConnections refuses external plugins: only pre-registered
+	// ones run, and no socket is made.
+	DisableConnections bool `toml:"disable_connections"`
 }
 
 // DefaultPauseImage is the pause image podbayd can make itself.
@@ -230,6 +254,14 @@ func Default() *Config {
 			SignaturePolicy:     "/etc/containers/policy.json",
 			PullProgressTimeout: Duration(5 * time.Minute),
 		},
+		NRI: NRI{
+			Enable:                    true,
+			SocketPath:                "/var/run/nri/nri.sock",
+			PluginPath:                "/opt/nri/plugins",
+			PluginConfigPath:          "/etc/nri/conf.d",
+			PluginRegistrationTimeout: Duration(5 * time.Second),
+			PluginRequestTimeout:      Duration(2 * time.Second),
+		},
 		Runtimes: map[string]Runtime{
 			"runc": {Path: "runc"},
 			"crun": {Path: "crun"},
@@ -352,6 +384,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("image.driver %q: want overlay or vfs", c.Image.Driver))
 	}
 	errs = append(errs, c.Tracing.validate()...)
+	if c.NRI.Enable {
+		errs = append(errs, c.NRI.validate()...)
+	}
 	if c.PauseImage == "" {
 		errs = append(errs, fmt.Errorf("pause_image must not be empty"))
 	}
@@ -410,6 +445,27 @@ func (c *Config) Validate() error {
 		c.Runtimes[name] = rt
 	}
 	return errors.Join(errs...)
+}
+
+func (n *NRI) validate() []error {
+	var errs []error
+	for _, p := range []struct{ key, val string }{
+		{"socket_path", n.SocketPath}, {"plugin_path", n.PluginPath}, {"plugin_config_path", n.PluginConfigPath},
+	} {
+		if !filepath.IsAbs(p.val) {
+			errs = append(errs, fmt.Errorf("nri.%s must be an absolute path, got %q", p.key, p.val))
+		}
+	}
+	if len(n.SocketPath) >= 108 {
+		errs = append(errs, fmt.Errorf("nri.socket_path %q is longer than a unix socket path may be", n.SocketPath))
+	}
+	if n.PluginRegistrationTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("nri.plugin_registration_timeout must be positive"))
+	}
+	if n.PluginRequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("nri.plugin_request_timeout must be positive"))
+	}
+	return errs
 }
 
 // StreamListenAddress is the host:port the streaming server listens on.

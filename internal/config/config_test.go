@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestLoadDefaultsAndOverrides(t *testing.T) {
@@ -141,6 +142,10 @@ func TestLoadRejects(t *testing.T) {
 			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", RuntimeRoot: "/run/x", ConfigPath: "/etc/kata.toml"}
 		},
 		"relative cfg": func(c *Config) { c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", ConfigPath: "kata.toml"} },
+		"nri socket":   func(c *Config) { c.NRI.SocketPath = "nri.sock" },
+		"nri plugins":  func(c *Config) { c.NRI.PluginPath = "" },
+		"nri request":  func(c *Config) { c.NRI.PluginRequestTimeout = 0 },
+		"nri register": func(c *Config) { c.NRI.PluginRegistrationTimeout = -1 },
 		"bad pattern": func(c *Config) {
 			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", PodAnnotations: []string{"io.[x"}}
 		},
@@ -150,5 +155,45 @@ func TestLoadRejects(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: validated", name)
 		}
+	}
+}
+
+func TestNRIConfig(t *testing.T) {
+	c := Default()
+	if n := c.NRI; !n.Enable || n.SocketPath != "/var/run/nri/nri.sock" || n.PluginPath != "/opt/nri/plugins" ||
+		n.PluginConfigPath != "/etc/nri/conf.d" || n.DisableConnections ||
+		time.Duration(n.PluginRegistrationTimeout) != 5*time.Second || time.Duration(n.PluginRequestTimeout) != 2*time.Second {
+		t.Errorf("NRI defaults: %+v", n)
+	}
+	path := filepath.Join(t.TempDir(), "c.toml")
+	body := `[nri]
+enable = true
+socket_path = "/run/x/nri.sock"
+plugin_path = "/usr/lib/nri"
+plugin_config_path = "/etc/x/nri"
+plugin_registration_timeout = "10s"
+plugin_request_timeout = "500ms"
+disable_connections = true
+`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.NRI; n.SocketPath != "/run/x/nri.sock" || n.PluginPath != "/usr/lib/nri" || n.PluginConfigPath != "/etc/x/nri" ||
+		!n.DisableConnections || time.Duration(n.PluginRegistrationTimeout) != 10*time.Second ||
+		time.Duration(n.PluginRequestTimeout) != 500*time.Millisecond {
+		t.Errorf("NRI from file: %+v", n)
+	}
+	// Disabled, its settings are not checked: nothing uses them.
+	c = Default()
+	c.NRI = NRI{Enable: false, SocketPath: "relative"}
+	if err := c.Validate(); err != nil {
+		t.Errorf("disabled NRI with unused bad settings: %v", err)
 	}
 }

@@ -353,7 +353,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	id, bundle := e.startContainer(ctx, "update", runtime.CreateOptions{}, func(s *specs.Spec) {
 		s.Linux.Resources = &specs.LinuxResources{
 			Devices: []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}},
-			Pids:    &specs.LinuxPids{Limit: pids},
+			Pids:    &specs.LinuxPids{Limit: &pids},
 		}
 	}, "sleep", "1000")
 	cgroupFile := func(controller, file string) string {
@@ -385,7 +385,7 @@ func TestIntegrationUpdate(t *testing.T) {
 	if res.Memory == nil || res.Memory.Limit == nil || *res.Memory.Limit != limit || res.CPU == nil || res.CPU.Shares == nil || *res.CPU.Shares != shares {
 		t.Errorf("config.json resources after Update = %+v", res)
 	}
-	if res.Pids == nil || res.Pids.Limit != pids || len(res.Devices) != 1 {
+	if res.Pids == nil || res.Pids.Limit == nil || *res.Pids.Limit != pids || len(res.Devices) != 1 {
 		t.Errorf("Update lost resources it was not given: %+v", res)
 	}
 

@@ -180,6 +180,10 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, err
 	}
+	defer rb.OnError(ctx, &retErr, "tell NRI plugins the container is gone", s.nriUndoCreate(c))
+	if err := s.nriCreateContainer(ctx, c.Record(), sbRec, spec); err != nil {
+		return nil, err
+	}
 	bundle := filepath.Join(rec.Dir, "bundle")
 	if err := writeBundle(bundle, spec); err != nil {
 		return nil, err
@@ -227,6 +231,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	}
 	timer.Phase("persist")
 	log.G(ctx).Info("container created", "image", rec.ImageRef)
+	s.nriPostCreateContainer(ctx, c)
 	return c, nil
 }
 

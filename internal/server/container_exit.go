@@ -39,10 +39,12 @@ func (s *Server) recordExit(ctx context.Context, c *container.Container, st runt
 	case st.Code != 0:
 		reason = container.ReasonError
 	}
+	changed := false
 	rec = c.Update(func(r *container.Record) {
 		if r.State == container.StateExited {
 			return
 		}
+		changed = true
 		r.State = container.StateExited
 		r.ExitCode = st.Code
 		r.FinishedAt = st.ExitedAt
@@ -56,6 +58,9 @@ func (s *Server) recordExit(ctx context.Context, c *container.Container, st runt
 	s.forgetStats(rec.CgroupPath)
 	s.forgetStats("task:" + rec.ID)
 	log.G(ctx).Info("container exited", "exitCode", st.Code, "reason", reason)
+	if changed {
+		s.nriContainerStopped(ctx, c)
+	}
 }
 
 func (s *Server) oomKilled(cgroupPath string) bool {

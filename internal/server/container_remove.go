@@ -62,6 +62,7 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 	}
 	s.containers.Delete(c)
 	timer.Phase("persist")
+	s.nriRemoveContainer(ctx, rec)
 	log.G(ctx).Info("container removed")
 	return nil
 }

@@ -39,6 +39,9 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err := s.hit(ctx, "container.starting"); err != nil {
 		return nil, err
 	}
+	if err := s.nriStartContainer(ctx, c); err != nil {
+		return nil, err
+	}
 	if err := rt.Start(ctx, c.ID); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
@@ -71,6 +74,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	}
 	timer.Phase("persist")
 	log.G(ctx).Info("container started")
+	s.nriPostStartContainer(ctx, c)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 

@@ -36,8 +36,13 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	if err != nil {
 		return nil, err
 	}
+	res, others, err := s.nriUpdateContainer(ctx, c, res)
+	if err != nil {
+		return nil, err
+	}
 	if err := rt.Update(ctx, c.ID, res); err != nil {
 		return nil, fmt.Errorf("update container resources: %w", err)
 	}
+	s.nriPostUpdateContainer(ctx, c, others)
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

@@ -206,6 +206,10 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 		}
 	}
 
+	defer rb.OnError(ctx, &retErr, "tell NRI plugins the pod is gone", s.nriUndoPod(sb))
+	if err := s.nriRunPodSandbox(ctx, sb); err != nil {
+		return nil, err
+	}
 	if err := s.hit(ctx, "run.ready"); err != nil {
 		return nil, err
 	}

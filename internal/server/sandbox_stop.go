@@ -119,6 +119,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		}
 		timer.Phase("persist")
 		log.G(ctx).Info("pod sandbox stopped")
+		s.nriStopPodSandbox(ctx, sb)
 	}
 	return nil
 }

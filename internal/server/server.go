@@ -27,6 +27,7 @@ import (
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/nri"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -108,6 +109,8 @@ type Options struct {
 	Hooks OCIHooks
 	// Reload sets up what a reloaded configuration adds (Reload).
 	Reload ReloadHooks
+	// NRI relays events to NRI plugins; nil: NRI disabled.
+	NRI *nri.NRI
 }
 
 // Server serves the CRI.
@@ -149,6 +152,7 @@ type Server struct {
 
 	grpc    *grpc.Server
 	streams *streaming.Server // nil without Options.StreamListener
+	nri     *nri.NRI          // nil when NRI is disabled
 }
 
 // New returns a server. Call Recover before Serve.
@@ -179,6 +183,7 @@ func New(opts Options) (*Server, error) {
 		ctx:         ctx,
 		cancel:      cancel,
 		recovered:   make(chan struct{}),
+		nri:         opts.NRI,
 	}
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)

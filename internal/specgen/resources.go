@@ -62,7 +62,8 @@ func resources(r Resources, host Host) (*specs.LinuxResources, error) {
 		}
 	}
 	if r.PidsLimit != 0 {
-		out.Pids = &specs.LinuxPids{Limit: r.PidsLimit}
+		limit := r.PidsLimit
+		out.Pids = &specs.LinuxPids{Limit: &limit}
 	}
 	if len(r.Unified) > 0 {
 		if !host.CgroupV2 {

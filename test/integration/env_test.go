@@ -53,6 +53,10 @@ type envOptions struct {
 	// logLevelFromFile starts the daemon without --log-level, so that
 	// the file's log_level (debug) decides, and a reload can change it.
 	logLevelFromFile bool
+	// nriConfig is TOML added to the env's [nri] table, which puts the
+	// NRI socket and plugin directories in the env's dir (nriSocket,
+	// nri-plugins, nri-conf.d), so that no daemon takes the host's.
+	nriConfig string
 }
 
 // handlerOptions configure one runtime handler of an env.
@@ -269,6 +273,8 @@ func (e *env) daemonConfig() string {
 	if e.opts.pullProgressTimeout != "" {
 		fmt.Fprintf(&b, "pull_progress_timeout = %q\n", e.opts.pullProgressTimeout)
 	}
+	fmt.Fprintf(&b, "\n[nri]\nsocket_path = %q\nplugin_path = %q\nplugin_config_path = %q\n%s\n",
+		e.nriSocket(), filepath.Join(e.dir, "nri-plugins"), filepath.Join(e.dir, "nri-conf.d"), e.opts.nriConfig)
 	runtimes := map[string]handlerOptions{"runc": {order: e.opts.runcNetworkOrder}}
 	for name, h := range e.opts.extraRuntimes {
 		runtimes[name] = h

@@ -38,7 +38,8 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "integration:", err)
 		return 1
 	}
-	if err := goBuild(root, dir, []string{"CGO_ENABLED=0"}, "./test/tools/podbay-failcni", "./test/tools/podbay-failruntime"); err != nil {
+	if err := goBuild(root, dir, []string{"CGO_ENABLED=0"}, "./test/tools/podbay-failcni", "./test/tools/podbay-failruntime",
+		"./test/tools/nri-logger", "./test/tools/nri-device-injector"); err != nil {
 		fmt.Fprintln(os.Stderr, "integration: build test tools:", err)
 		return 1
 	}
