@@ -33,6 +33,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/sdnotify"
 	"github.com/podbay/podbay/internal/server"
 	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/store"
@@ -308,12 +309,14 @@ func (d *daemon) serve(ctx context.Context) error {
 		}()
 	}
 	log.G(ctx).Info("podbayd serving", "socket", d.cfg.Listen, "streaming", d.srv.StreamAddr().String(), "metrics", d.cfg.MetricsAddress, "version", server.Version)
+	notify(ctx, sdnotify.Ready) // recovered, and the CRI socket listens
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case sig := <-sigs:
 		log.G(ctx).Info("shutting down; pods keep running", "signal", sig.String())
+		notify(ctx, sdnotify.Stopping)
 	case err := <-errc:
 		if err != nil {
 			return err
