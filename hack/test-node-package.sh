@@ -212,7 +212,7 @@ GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,excl
 result "build crictl and podbay-testimages" $?
 cp "$BIN/crictl" "$0" "$work/"
 
-if ! "$TESTVM" status | grep -q '^image:.*built'; then
+if ! grep -q '^image:.*built' <<<"$("$TESTVM" status)"; then
 	check "testvm build (TESTVM_EXTRA=$TESTVM_EXTRA)" "$TESTVM" build || { summary; exit 1; }
 fi
 vm_up=1
