@@ -104,6 +104,7 @@ guest() {
 	check "apt-get install ./$(basename "$deb")" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$deb"
 	check "postinst enabled podbayd.service" systemctl is-enabled podbayd
 	check "postinst started podbayd.service (active)" wait_for 300 systemctl is-active -q podbayd
+	check "systemd-analyze verify podbayd.service" bash -c '! systemd-analyze verify /lib/systemd/system/podbayd.service 2>&1 | grep podbayd'
 	check "unit: Type=notify, Delegate, KillMode=process" \
 		bash -c '[ "$(systemctl show -p Type,KillMode,Delegate,LimitNOFILE,OOMScoreAdjust podbayd | sort | tr "\n" " ")" = "Delegate=yes KillMode=process LimitNOFILE=1048576 OOMScoreAdjust=-999 Type=notify " ]'
 	# Type=notify: `systemctl start` returns once podbayd sent READY=1,
@@ -226,6 +227,18 @@ GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,excl
 	CGO_ENABLED=0 go build -o "$work/podbay-testimages" ./cmd/podbay-testimages
 result "build crictl and podbay-testimages" $?
 cp "$BIN/crictl" "$0" "$work/"
+
+# make install and uninstall, staged in a DESTDIR: files, the unit's
+# ExecStart under PREFIX, an edited config kept by a second install.
+dest=$work/destdir
+check "make install DESTDIR PREFIX=/usr/local" bash -c "make -s install DESTDIR=$dest >/dev/null &&
+	[ -x $dest/usr/local/bin/podbayd ] && [ -x $dest/usr/local/bin/podbay ] && [ -x $dest/usr/local/bin/podbay-pause ] &&
+	grep -qx 'ExecStart=/usr/local/bin/podbayd' $dest/etc/systemd/system/podbayd.service &&
+	cmp -s dist/podbay.toml $dest/etc/podbay/podbay.toml"
+check "make install keeps an edited podbay.toml; make uninstall" bash -c "echo 'log_level = \"debug\"' >>$dest/etc/podbay/podbay.toml &&
+	make -s install DESTDIR=$dest >/dev/null && grep -qx 'log_level = \"debug\"' $dest/etc/podbay/podbay.toml &&
+	make -s uninstall DESTDIR=$dest >/dev/null && [ -z \"\$(find $dest -type f ! -path '*/etc/podbay/*')\" ]"
+rm -rf "$dest"
 
 if ! grep -q '^image:.*built' <<<"$("$TESTVM" status)"; then
 	check "testvm build (TESTVM_EXTRA=$TESTVM_EXTRA)" "$TESTVM" build || { summary; exit 1; }
