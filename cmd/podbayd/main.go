@@ -309,10 +309,10 @@ func (d *daemon) serve(ctx context.Context) error {
 		}()
 	}
 	log.G(ctx).Info("podbayd serving", "socket", d.cfg.Listen, "streaming", d.srv.StreamAddr().String(), "metrics", d.cfg.MetricsAddress, "version", server.Version)
-	notify(ctx, sdnotify.Ready) // recovered, and the CRI socket listens
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	notify(ctx, sdnotify.Ready) // recovered, the CRI socket listens, SIGTERM is handled
 	select {
 	case sig := <-sigs:
 		log.G(ctx).Info("shutting down; pods keep running", "signal", sig.String())
