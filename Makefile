@@ -13,7 +13,7 @@ export GOFLAGS := -tags=$(BUILDTAGS)
 FAILPOINTTAGS := $(BUILDTAGS),failpoints
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images install clean chaos
+.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images install uninstall deb test-deb clean chaos
 
 all: build
 
@@ -109,8 +109,36 @@ bench: deps
 bench-images:
 	set -o pipefail; go test -run '^$$' -bench . -benchtime 20x ./internal/image/ 2>&1 | grep -E '^(Benchmark|ok|PASS|FAIL|---)'
 
+# Installs the binaries, the systemd unit (ExecStart under PREFIX) and a
+# commented default config, which is never overwritten; DESTDIR stages
+# the tree (for packaging); `make deb` builds a Debian package instead.
+PREFIX  ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR ?= /etc/systemd/system
 install: build
-	install -m 0755 $(BIN)/podbayd $(BIN)/podbay $(BIN)/podbay-pause /usr/local/bin/
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/podbay
+	install -m 0755 $(BIN)/podbayd $(BIN)/podbay $(BIN)/podbay-pause $(DESTDIR)$(PREFIX)/bin/
+	sed 's|^ExecStart=/usr/bin/podbayd|ExecStart=$(PREFIX)/bin/podbayd|' dist/systemd/podbayd.service >$(DESTDIR)$(UNITDIR)/podbayd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/podbayd.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/podbay/podbay.toml ] || install -m 0644 dist/podbay.toml $(DESTDIR)$(SYSCONFDIR)/podbay/podbay.toml
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+# Leaves the configuration and /var/lib/podbay; stop podbayd first
+# (its pods keep running otherwise).
+uninstall:
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable podbayd.service 2>/dev/null || true; fi
+	rm -f $(DESTDIR)$(PREFIX)/bin/podbayd $(DESTDIR)$(PREFIX)/bin/podbay $(DESTDIR)$(PREFIX)/bin/podbay-pause
+	rm -f $(DESTDIR)$(UNITDIR)/podbayd.service
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+# A Debian package (dpkg-deb only) in $(BIN): podbayd_<version>_<arch>.deb.
+deb:
+	./hack/build-deb.sh $(BIN)
+
+# Builds the package, installs it in a fresh Debian 12 guest
+# (../shared/testvm) and runs a node through it with crictl.
+test-deb:
+	./hack/test-node-package.sh
 
 clean:
 	rm -rf $(BIN)

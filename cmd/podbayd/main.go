@@ -31,6 +31,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/oci"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/sdnotify"
 	"github.com/podbay/podbay/internal/server"
 	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/store"
@@ -297,9 +298,11 @@ func (d *daemon) serve(ctx context.Context) error {
 	defer stopReloads()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	notify(ctx, sdnotify.Ready) // recovered, the CRI socket listens, SIGTERM is handled
 	select {
 	case sig := <-sigs:
 		log.G(ctx).Info("shutting down; pods keep running", "signal", sig.String())
+		notify(ctx, sdnotify.Stopping)
 	case err := <-errc:
 		if err != nil {
 			return err
