@@ -179,8 +179,8 @@ func parsePressure(name string, b []byte) (*PressureTotals, error) {
 }
 
 // pressureDirV1 is where a v1 host keeps the cgroup's pressure files: the
-// same path in the hybrid cgroup2 mount, where runc and crun place every
-// container they start.
+// same path in the hybrid cgroup2 mount, where runc places every container
+// it starts. Where the runtime made no such cgroup, there is no pressure.
 func (r *Reader) pressureDirV1(rel string) (string, bool) {
 	if r.unified == "" {
 		return "", false
