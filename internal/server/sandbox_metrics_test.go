@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -388,5 +390,17 @@ func TestParseNetDev(t *testing.T) {
 	if got["container_network_receive_bytes_total{eth0}"] != 2282 || got["container_network_transmit_packets_dropped_total{eth0}"] != 4 ||
 		len(got) != 16 {
 		t.Errorf("network metrics %v", got)
+	}
+}
+
+func TestCountFDs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fds, sockets := countFDs([]int{os.Getpid(), 1 << 30}) // the second is no process
+	if fds < 4 || sockets < 1 || sockets > fds {
+		t.Errorf("countFDs = %d fds, %d sockets; want this process's stdio and listener", fds, sockets)
 	}
 }
