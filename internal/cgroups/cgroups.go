@@ -72,6 +72,9 @@ type Reader struct {
 	// v1 maps a v1 controller to the root of its hierarchy; controllers
 	// that are not mounted are absent.
 	v1 map[string]string
+	// unified is a v1 host's hybrid cgroup2 mount, "" if none; only
+	// pressure files are read there.
+	unified string
 }
 
 // New detects the cgroup layout under root (DefaultRoot on a real host; a
@@ -94,7 +97,11 @@ func New(root string) (*Reader, error) {
 	if v1[ctrlCPUAcct] == "" && v1[ctrlMemory] == "" {
 		return nil, fmt.Errorf("detect cgroup layout: no cgroup2 mount and no cpuacct or memory hierarchy at %s", root)
 	}
-	return &Reader{mode: V1, root: root, v1: v1}, nil
+	r := &Reader{mode: V1, root: root, v1: v1}
+	if dir := filepath.Join(root, "unified"); exists(filepath.Join(dir, "cgroup.controllers")) {
+		r.unified = dir
+	}
+	return r, nil
 }
 
 // findV1Hierarchy returns the directory of ctrl's v1 hierarchy: <root>/ctrl

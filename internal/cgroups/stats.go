@@ -17,6 +17,14 @@ type Stats struct {
 	CPU       CPUStats
 	Memory    MemoryStats
 	Pids      PidsStats
+	// MemoryDetail and Pressure are the finer cAdvisor numbers that
+	// ListPodSandboxMetrics reports and the CRI stats messages do not.
+	MemoryDetail MemoryDetail
+	// Pressure is the cgroup's pressure stall information: cgroup v2
+	// only (on a v1 hybrid host, read from the cgroup2 mount at
+	// <root>/unified where the runtime made the same cgroup there); nil
+	// where the kernel exposes none.
+	Pressure *Pressure
 }
 
 // CPUStats is CPU time in nanoseconds, and CFS throttling.

@@ -1,8 +1,11 @@
 package cgroups
 
 import (
+	"errors"
 	"path/filepath"
 	"time"
+
+	"github.com/podbay/podbay/internal/errdefs"
 )
 
 // userHZ is the unit of cpuacct.stat: the kernel reports USER_HZ ticks to
@@ -40,9 +43,16 @@ func (r *Reader) statsV1(rel string) (*Stats, error) {
 		}
 	}
 	if hasMemory {
-		if err := readMemoryV1(memory, &s.Memory); err != nil {
+		if err := readMemoryV1(memory, &s.Memory, &s.MemoryDetail); err != nil {
 			return nil, err
 		}
+	}
+	if dir, ok := r.pressureDirV1(rel); ok {
+		p, err := readPressure(dir)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return nil, err
+		}
+		s.Pressure = p
 	}
 	if dir, ok := r.optionalDir(ctrlPids, rel); ok {
 		if err := readPids(dir, &s.Pids); err != nil {
@@ -114,7 +124,7 @@ func readThrottlingV1(dir string, cpu *CPUStats) error {
 // memory.stat include descendant cgroups, like usage_in_bytes does (the
 // hierarchy is always on in current kernels); the local entries are the
 // fallback for a kernel that prints no totals.
-func readMemoryV1(dir string, mem *MemoryStats) error {
+func readMemoryV1(dir string, mem *MemoryStats, detail *MemoryDetail) error {
 	b, err := readFile(dir, "memory.usage_in_bytes")
 	if err != nil {
 		return err
@@ -132,6 +142,9 @@ func readMemoryV1(dir string, mem *MemoryStats) error {
 	mem.Swap = firstKey(m, "total_swap", "swap")
 	mem.PageFaults = firstKey(m, "total_pgfault", "pgfault")
 	mem.MajorPageFaults = firstKey(m, "total_pgmajfault", "pgmajfault")
+	if err := memoryDetailV1(dir, m, detail); err != nil {
+		return err
+	}
 
 	if b, err = readOptional(dir, "memory.limit_in_bytes"); err != nil {
 		return err

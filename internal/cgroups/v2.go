@@ -17,9 +17,14 @@ func (r *Reader) statsV2(rel string) (*Stats, error) {
 	if err := readCPUV2(dir, &s.CPU); err != nil {
 		return nil, err
 	}
-	if err := readMemoryV2(dir, &s.Memory); err != nil {
+	if err := readMemoryV2(dir, &s.Memory, &s.MemoryDetail); err != nil {
 		return nil, err
 	}
+	p, err := readPressure(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.Pressure = p
 	if err := readPids(dir, &s.Pids); err != nil {
 		return nil, err
 	}
@@ -44,7 +49,7 @@ func readCPUV2(dir string, cpu *CPUStats) error {
 
 // readMemoryV2 reads the memory controller; without memory.current (the
 // controller is not enabled, or this is the root cgroup) the fields stay 0.
-func readMemoryV2(dir string, mem *MemoryStats) error {
+func readMemoryV2(dir string, mem *MemoryStats, detail *MemoryDetail) error {
 	b, err := readOptional(dir, "memory.current")
 	if err != nil || b == nil {
 		return err
@@ -61,6 +66,9 @@ func readMemoryV2(dir string, mem *MemoryStats) error {
 	mem.Cache = m["file"]
 	mem.PageFaults = m["pgfault"]
 	mem.MajorPageFaults = m["pgmajfault"]
+	if err := memoryDetailV2(dir, m, detail); err != nil {
+		return err
+	}
 
 	if b, err = readOptional(dir, "memory.max"); err != nil {
 		return err

@@ -134,6 +134,7 @@ type Server struct {
 	cgroups     CgroupReader
 	host        specgen.Host
 	stats       statsCache
+	specs       specCache // bundles' specs, for ListPodSandboxMetrics
 	pauseBinary string
 	minOOMScore *int
 	index       *sandbox.Index

@@ -246,6 +246,16 @@ func TestIntegrationUpdate(t *testing.T) {
 	if err != nil || stats.Memory.Limit != uint64(limit) || stats.Memory.Usage == 0 || stats.Pids.Current == 0 {
 		t.Errorf("TaskStats = %+v, %v", stats, err)
 	}
+	if stats != nil && stats.MemoryDetail.MaxUsage < stats.Memory.Usage {
+		t.Errorf("TaskStats peak memory %d below usage %d", stats.MemoryDetail.MaxUsage, stats.Memory.Usage)
+	}
+	// And its processes: the one sleep.
+	if pids, err := r.TaskPids(ctx, id); err != nil || len(pids) != 1 || pids[0] <= 0 {
+		t.Errorf("TaskPids = %v, %v; want the sleep", pids, err)
+	}
+	if _, err := r.TaskPids(ctx, "unknown"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("TaskPids of an unknown container = %v, want ErrNotFound", err)
+	}
 	if err := r.Update(ctx, id, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("Update without resources = %v", err)
 	}

@@ -79,6 +79,14 @@ func statsV1(m *v1.Metrics, at time.Time) *cgroups.Stats {
 		}
 		// memsw counts memory and swap together.
 		s.Memory.Swap = subFloor(mem.GetSwap().GetUsage(), usage)
+		s.MemoryDetail = cgroups.MemoryDetail{
+			MaxUsage:     mem.GetUsage().GetMax(),
+			Failcnt:      mem.GetUsage().GetFailcnt(),
+			MappedFile:   mem.GetTotalMappedFile(),
+			ActiveFile:   mem.GetTotalActiveFile(),
+			InactiveFile: mem.GetTotalInactiveFile(),
+			KernelUsage:  mem.GetKernel().GetUsage(),
+		}
 	}
 	if p := m.GetPids(); p != nil {
 		s.Pids = cgroups.PidsStats{Current: p.GetCurrent(), Limit: p.GetLimit()}
@@ -112,11 +120,40 @@ func statsV2(m *v2.Metrics, at time.Time) *cgroups.Stats {
 		if l := mem.GetUsageLimit(); l < unlimited {
 			s.Memory.Limit = l
 		}
+		s.MemoryDetail = cgroups.MemoryDetail{
+			MaxUsage:     mem.GetMaxUsage(),
+			Failcnt:      m.GetMemoryEvents().GetMax(),
+			MappedFile:   mem.GetFileMapped(),
+			ActiveFile:   mem.GetActiveFile(),
+			InactiveFile: mem.GetInactiveFile(),
+			// v2 metrics carry no "kernel" total: KernelUsage stays 0.
+		}
 	}
+	s.Pressure = pressure(m)
 	if p := m.GetPids(); p != nil {
 		s.Pids = cgroups.PidsStats{Current: p.GetCurrent(), Limit: p.GetLimit()}
 	}
 	return s
+}
+
+// pressure converts the PSI totals of v2 metrics; nil when the shim sent
+// none (its kernel has no PSI, or the shim predates containerd 2.0).
+func pressure(m *v2.Metrics) *cgroups.Pressure {
+	conv := func(p *v2.PSIStats) *cgroups.PressureTotals {
+		if p == nil || p.GetSome() == nil {
+			return nil
+		}
+		return &cgroups.PressureTotals{SomeMicros: p.GetSome().GetTotal(), FullMicros: p.GetFull().GetTotal()}
+	}
+	p := &cgroups.Pressure{
+		CPU:    conv(m.GetCPU().GetPSI()),
+		Memory: conv(m.GetMemory().GetPSI()),
+		IO:     conv(m.GetIo().GetPSI()),
+	}
+	if p.CPU == nil && p.Memory == nil && p.IO == nil {
+		return nil
+	}
+	return p
 }
 
 func subFloor(a, b uint64) uint64 {

@@ -146,9 +146,6 @@ func TestUnimplemented(t *testing.T) {
 	if _, err := e.rt.CheckpointContainer(rpcCtx(t), &runtimeapi.CheckpointContainerRequest{ContainerId: randHex(32)}); code(err) != codes.Unimplemented {
 		t.Errorf("CheckpointContainer: %v, want Unimplemented", err)
 	}
-	if _, err := e.rt.ListMetricDescriptors(rpcCtx(t), &runtimeapi.ListMetricDescriptorsRequest{}); code(err) != codes.Unimplemented {
-		t.Errorf("ListMetricDescriptors: %v, want Unimplemented", err)
-	}
 }
 
 // TestCLI: podbay inspect and ps against the daemon.

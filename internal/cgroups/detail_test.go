@@ -1,0 +1,124 @@
+package cgroups
+
+import "testing"
+
+const (
+	cpuPressure = "some avg10=1.50 avg60=0.40 avg300=0.10 total=6477424\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1200\n"
+	memPressure = "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n"
+	ioPressure  = "some avg10=0.00 avg60=0.00 avg300=0.00 total=8244\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=8000\n"
+)
+
+var wantPressure = Pressure{
+	CPU:    &PressureTotals{SomeMicros: 6477424, FullMicros: 1200},
+	Memory: &PressureTotals{SomeMicros: 300, FullMicros: 200},
+	IO:     &PressureTotals{SomeMicros: 8244, FullMicros: 8000},
+}
+
+func checkPressure(t *testing.T, got *Pressure, want Pressure) {
+	t.Helper()
+	if got == nil {
+		t.Fatal("Pressure = nil")
+	}
+	for _, c := range []struct {
+		name      string
+		got, want *PressureTotals
+	}{{"cpu", got.CPU, want.CPU}, {"memory", got.Memory, want.Memory}, {"io", got.IO, want.IO}} {
+		switch {
+		case c.got == nil && c.want == nil:
+		case c.got == nil || c.want == nil || *c.got != *c.want:
+			t.Errorf("%s pressure = %+v, want %+v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestMemoryDetailAndPressureV2(t *testing.T) {
+	root := v2Tree(t)
+	writeTree(t, root, map[string]string{
+		v2Container + "/memory.peak":     "7340032\n",
+		v2Container + "/cpu.pressure":    cpuPressure,
+		v2Container + "/memory.pressure": memPressure,
+		v2Container + "/io.pressure":     ioPressure,
+	})
+	s := mustStats(t, mustNew(t, root), containerPath)
+	want := MemoryDetail{
+		MaxUsage:     7340032,
+		Failcnt:      4, // memory.events "max"
+		MappedFile:   1757184,
+		ActiveFile:   1191936,
+		InactiveFile: 1449984,
+		KernelUsage:  593920,
+	}
+	if s.MemoryDetail != want {
+		t.Errorf("MemoryDetail = %+v\nwant           %+v", s.MemoryDetail, want)
+	}
+	checkPressure(t, s.Pressure, wantPressure)
+}
+
+func TestPressureV2Absent(t *testing.T) {
+	// A kernel without PSI (or a fixture from before 4.20): no pressure
+	// files, no memory.peak, no memory.events.
+	root := v2Tree(t)
+	remove(t, root, v2Container+"/memory.events")
+	s := mustStats(t, mustNew(t, root), containerPath)
+	if s.Pressure != nil {
+		t.Errorf("Pressure = %+v, want nil", s.Pressure)
+	}
+	if s.MemoryDetail.MaxUsage != 0 || s.MemoryDetail.Failcnt != 0 {
+		t.Errorf("MemoryDetail = %+v, want no peak and no failcnt", s.MemoryDetail)
+	}
+}
+
+func TestPressureV2CPUOnlySome(t *testing.T) {
+	// Linux before 5.13 prints no "full" line in cpu.pressure.
+	root := v2Tree(t)
+	writeTree(t, root, map[string]string{v2Container + "/cpu.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=77\n"})
+	s := mustStats(t, mustNew(t, root), containerPath)
+	checkPressure(t, s.Pressure, Pressure{CPU: &PressureTotals{SomeMicros: 77}})
+}
+
+func TestMemoryDetailV1AndHybridPressure(t *testing.T) {
+	root := v1Tree(t)
+	writeTree(t, root, map[string]string{
+		"memory" + containerPath + "/memory.max_usage_in_bytes": "9437184\n",
+		"memory" + containerPath + "/memory.failcnt":            "17\n",
+		"unified" + containerPath + "/cpu.pressure":             cpuPressure,
+		"unified" + containerPath + "/memory.pressure":          memPressure,
+		"unified" + containerPath + "/io.pressure":              ioPressure,
+	})
+	s := mustStats(t, mustNew(t, root), containerPath)
+	want := MemoryDetail{
+		MaxUsage:     9437184,
+		Failcnt:      17,
+		MappedFile:   2162688,
+		ActiveFile:   1351680,
+		InactiveFile: 2297856,
+		KernelUsage:  450560,
+	}
+	if s.MemoryDetail != want {
+		t.Errorf("MemoryDetail = %+v\nwant           %+v", s.MemoryDetail, want)
+	}
+	checkPressure(t, s.Pressure, wantPressure)
+}
+
+func TestPressureV1WithoutUnified(t *testing.T) {
+	// A pure v1 host (no cgroup2 mount) has no pressure files per cgroup;
+	// a hybrid host whose runtime did not create the cgroup in the
+	// cgroup2 mount neither.
+	root := v1Tree(t)
+	removeAll(t, root, "unified"+containerPath)
+	if s := mustStats(t, mustNew(t, root), containerPath); s.Pressure != nil {
+		t.Errorf("Pressure = %+v, want nil without the unified cgroup", s.Pressure)
+	}
+	removeAll(t, root, "unified")
+	if s := mustStats(t, mustNew(t, root), containerPath); s.Pressure != nil {
+		t.Errorf("Pressure = %+v, want nil without a cgroup2 mount", s.Pressure)
+	}
+}
+
+func TestParsePressureErrors(t *testing.T) {
+	for _, in := range []string{"", "some avg10=0.00\n", "some total=x\n", "bogus total=1\n"} {
+		if _, err := parsePressure("cpu.pressure", []byte(in)); err == nil {
+			t.Errorf("parsePressure(%q) succeeded", in)
+		}
+	}
+}

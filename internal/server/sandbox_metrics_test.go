@@ -1,0 +1,406 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/cgroups"
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/runtime"
+)
+
+// wantMetricNames is the public list: a metric dropped or renamed breaks
+// the dashboards of users who move from cAdvisor, containerd or CRI-O.
+var wantMetricNames = []string{
+	"container_cpu_usage_seconds_total", "container_cpu_user_seconds_total", "container_cpu_system_seconds_total",
+	"container_cpu_cfs_periods_total", "container_cpu_cfs_throttled_periods_total", "container_cpu_cfs_throttled_seconds_total",
+	"container_memory_cache", "container_memory_rss", "container_memory_kernel_usage", "container_memory_mapped_file",
+	"container_memory_swap", "container_memory_failcnt", "container_memory_usage_bytes", "container_memory_max_usage_bytes",
+	"container_memory_working_set_bytes", "container_memory_total_active_file_bytes", "container_memory_total_inactive_file_bytes",
+	"container_memory_failures_total", "container_oom_events_total",
+	"container_network_receive_bytes_total", "container_network_receive_packets_total",
+	"container_network_receive_packets_dropped_total", "container_network_receive_errors_total",
+	"container_network_transmit_bytes_total", "container_network_transmit_packets_total",
+	"container_network_transmit_packets_dropped_total", "container_network_transmit_errors_total",
+	"container_fs_usage_bytes", "container_fs_limit_bytes", "container_fs_inodes_total", "container_fs_inodes_free",
+	"container_processes", "container_threads", "container_threads_max", "container_file_descriptors", "container_sockets",
+	"container_ulimits_soft", "container_last_seen", "container_start_time_seconds",
+	"container_spec_cpu_period", "container_spec_cpu_quota", "container_spec_cpu_shares", "container_spec_memory_limit_bytes",
+	"container_spec_memory_reservation_limit_bytes", "container_spec_memory_swap_limit_bytes",
+	"container_pressure_cpu_stalled_seconds_total", "container_pressure_cpu_waiting_seconds_total",
+	"container_pressure_memory_stalled_seconds_total", "container_pressure_memory_waiting_seconds_total",
+	"container_pressure_io_stalled_seconds_total", "container_pressure_io_waiting_seconds_total",
+}
+
+func TestListMetricDescriptors(t *testing.T) {
+	e := newTestEnv(t, "")
+	resp, err := call(e.srv, "ListMetricDescriptors", e.srv.ListMetricDescriptors, &runtimeapi.ListMetricDescriptorsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range resp.Descriptors {
+		names = append(names, d.Name)
+		if d.Help == "" {
+			t.Errorf("%s has no help", d.Name)
+		}
+		if !slices.Equal(d.LabelKeys[:len(metricBaseLabels)], metricBaseLabels) {
+			t.Errorf("%s label keys %v do not start with %v", d.Name, d.LabelKeys, metricBaseLabels)
+		}
+		// Counters end in _total, but for cAdvisor's
+		// container_memory_failcnt counter and
+		// container_fs_inodes_total gauge.
+		typ := metricDefs[len(names)-1].typ
+		wantCounter := strings.HasSuffix(d.Name, "_total") != (d.Name == "container_fs_inodes_total") || d.Name == "container_memory_failcnt"
+		if wantCounter != (typ == counter) {
+			t.Errorf("%s is a %v", d.Name, typ)
+		}
+	}
+	if !slices.Equal(names, wantMetricNames) {
+		t.Errorf("descriptors\n%v\nwant\n%v", names, wantMetricNames)
+	}
+	// The same list every time: the kubelet reads it once.
+	again, _ := call(e.srv, "ListMetricDescriptors", e.srv.ListMetricDescriptors, &runtimeapi.ListMetricDescriptorsRequest{})
+	for i, d := range again.Descriptors {
+		if d.Name != resp.Descriptors[i].Name || !slices.Equal(d.LabelKeys, resp.Descriptors[i].LabelKeys) {
+			t.Errorf("descriptor %d changed: %v, then %v", i, resp.Descriptors[i], d)
+		}
+	}
+}
+
+// checkMetrics fails on a metric the kubelet would drop: no descriptor,
+// a label count that does not match its keys, a type that differs from
+// the descriptor's, no timestamp or no value. It returns the metrics by
+// name and label values.
+func checkMetrics(t *testing.T, ms []*runtimeapi.Metric) map[string]uint64 {
+	t.Helper()
+	descs := map[string]*runtimeapi.MetricDescriptor{}
+	for _, d := range metricDescriptors() {
+		descs[d.Name] = d
+	}
+	defs := map[string]metricDef{}
+	for _, d := range metricDefs {
+		defs[d.name] = d
+	}
+	out := map[string]uint64{}
+	for _, m := range ms {
+		d, ok := descs[m.Name]
+		switch {
+		case !ok:
+			t.Errorf("metric %s has no descriptor", m.Name)
+			continue
+		case len(m.LabelValues) != len(d.LabelKeys):
+			t.Errorf("metric %s has labels %v for keys %v", m.Name, m.LabelValues, d.LabelKeys)
+		case m.MetricType != defs[m.Name].typ:
+			t.Errorf("metric %s is a %v, its definition a %v", m.Name, m.MetricType, defs[m.Name].typ)
+		case m.Timestamp == 0 || m.Value == nil:
+			t.Errorf("metric %s: timestamp %d value %v", m.Name, m.Timestamp, m.Value)
+		}
+		key := m.Name
+		if extra := m.LabelValues[len(metricBaseLabels):]; len(extra) > 0 {
+			key += "{" + strings.Join(extra, ",") + "}"
+		}
+		if _, dup := out[key]; dup {
+			t.Errorf("metric %s sent twice", key)
+		}
+		out[key] = m.Value.GetValue()
+	}
+	return out
+}
+
+func richStats(cpu, mem uint64) *cgroups.Stats {
+	return &cgroups.Stats{
+		Timestamp: time.Now(),
+		CPU: cgroups.CPUStats{UsageNanos: cpu, UserNanos: cpu / 2, SystemNanos: cpu / 4,
+			Periods: 10, ThrottledPeriods: 3, ThrottledNanos: 2e9},
+		Memory: cgroups.MemoryStats{Usage: mem, WorkingSet: mem / 2, RSS: mem / 4, Cache: mem / 8, Swap: 7,
+			PageFaults: 100, MajorPageFaults: 5, OOMKills: 1},
+		MemoryDetail: cgroups.MemoryDetail{MaxUsage: 2 * mem, Failcnt: 9, MappedFile: 11, ActiveFile: 12, InactiveFile: 13, KernelUsage: 14},
+		Pids:         cgroups.PidsStats{Current: 4, Limit: 100},
+		Pressure: &cgroups.Pressure{
+			CPU:    &cgroups.PressureTotals{SomeMicros: 3e6, FullMicros: 1e6},
+			Memory: &cgroups.PressureTotals{SomeMicros: 5e6, FullMicros: 4e6},
+		},
+	}
+}
+
+func (e *testEnv) setStats(path string, st *cgroups.Stats) {
+	e.cg.mu.Lock()
+	defer e.cg.mu.Unlock()
+	e.cg.stats[path] = st
+}
+
+func (e *testEnv) listPodMetrics(t *testing.T) map[string]*runtimeapi.PodSandboxMetrics {
+	t.Helper()
+	resp, err := call(e.srv, "ListPodSandboxMetrics", e.srv.ListPodSandboxMetrics, &runtimeapi.ListPodSandboxMetricsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*runtimeapi.PodSandboxMetrics{}
+	for _, p := range resp.PodMetrics {
+		out[p.PodSandboxId] = p
+	}
+	return out
+}
+
+func TestListPodSandboxMetrics(t *testing.T) {
+	e := newTestEnv(t, "")
+	web := e.podWithImage(t, "web")
+	cfg := containerConfig("c")
+	cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+		CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 256 << 20,
+	}}
+	id := e.mustCreate(t, web, cfg)
+	idle := e.mustCreate(t, web, containerConfig("idle")) // created, never started
+	e.startFakeContainer(t, id)
+	e.setStats(e.cfg.DefaultCgroupParent+"/podbay-"+id, richStats(3.5e9, 64<<20))
+	e.setStats(e.cfg.DefaultCgroupParent+"/podbay-"+web, richStats(1e9, 1<<20))
+
+	pods := e.listPodMetrics(t)
+	pm := pods[web]
+	if len(pods) != 1 || pm == nil {
+		t.Fatalf("pods %v, want %s only", pods, web)
+	}
+	if len(pm.ContainerMetrics) != 1 || pm.ContainerMetrics[0].ContainerId != id {
+		t.Fatalf("container metrics %v, want %s only (not the created %s)", pm.ContainerMetrics, id, idle)
+	}
+	got := checkMetrics(t, pm.ContainerMetrics[0].Metrics)
+	for _, m := range pm.ContainerMetrics[0].Metrics {
+		if want := []string{"web", "ns", "c", id, "busybox"}; !slices.Equal(m.LabelValues[:5], want) {
+			t.Fatalf("%s labels %v, want %v", m.Name, m.LabelValues, want)
+		}
+	}
+	for k, want := range map[string]uint64{
+		"container_cpu_usage_seconds_total{total}":                  3, // whole seconds
+		"container_cpu_user_seconds_total":                          1,
+		"container_cpu_cfs_periods_total":                           10,
+		"container_cpu_cfs_throttled_seconds_total":                 2,
+		"container_memory_usage_bytes":                              64 << 20,
+		"container_memory_working_set_bytes":                        32 << 20,
+		"container_memory_rss":                                      16 << 20,
+		"container_memory_max_usage_bytes":                          128 << 20,
+		"container_memory_failcnt":                                  9,
+		"container_memory_mapped_file":                              11,
+		"container_memory_kernel_usage":                             14,
+		"container_memory_swap":                                     7,
+		"container_memory_failures_total{pgfault,container}":        100,
+		"container_memory_failures_total{pgmajfault,hierarchy}":     5,
+		"container_oom_events_total":                                1,
+		"container_threads":                                         4,
+		"container_threads_max":                                     100,
+		"container_fs_usage_bytes{" + e.cfg.Image.StorageRoot + "}": 4096,
+		"container_spec_cpu_period":                                 100000,
+		"container_spec_cpu_quota":                                  50000,
+		"container_spec_cpu_shares":                                 512,
+		"container_spec_memory_limit_bytes":                         256 << 20,
+		"container_pressure_cpu_stalled_seconds_total":              1,
+		"container_pressure_cpu_waiting_seconds_total":              3,
+		"container_pressure_memory_waiting_seconds_total":           5,
+	} {
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %d (present %v), want %d", k, v, ok, want)
+		}
+	}
+	// The fake cgroups cannot list processes: the count falls back to
+	// pids.current. No io pressure file: no io pressure metric.
+	if got["container_processes"] != 4 {
+		t.Errorf("container_processes = %d, want 4", got["container_processes"])
+	}
+	if _, ok := got["container_pressure_io_stalled_seconds_total"]; ok {
+		t.Error("io pressure reported without an io.pressure")
+	}
+	if now := uint64(time.Now().Unix()); got["container_last_seen"] < now-5 || got["container_last_seen"] > now {
+		t.Errorf("container_last_seen = %d, now %d", got["container_last_seen"], now)
+	}
+
+	// Pod level: the sum of the pause's and the containers' cgroups, with
+	// empty container and image labels and no per-container scope.
+	pod := checkMetrics(t, pm.Metrics)
+	for _, m := range pm.Metrics {
+		if want := []string{"web", "ns", "", web, ""}; !slices.Equal(m.LabelValues[:5], want) {
+			t.Fatalf("pod %s labels %v, want %v", m.Name, m.LabelValues, want)
+		}
+	}
+	if pod["container_cpu_usage_seconds_total{total}"] != 4 || pod["container_memory_usage_bytes"] != 65<<20 {
+		t.Errorf("pod cpu %d s memory %d, want 4 s and %d", pod["container_cpu_usage_seconds_total{total}"], pod["container_memory_usage_bytes"], 65<<20)
+	}
+	if _, ok := pod["container_memory_failures_total{pgfault,container}"]; ok {
+		t.Error("pod reports a per-container scope")
+	}
+
+	// A container that stopped, and a pod that stopped, are left out.
+	if err := e.stopContainer(id); err != nil {
+		t.Fatal(err)
+	}
+	if pm := e.listPodMetrics(t)[web]; len(pm.GetContainerMetrics()) != 0 {
+		t.Errorf("stopped container reported: %v", pm.GetContainerMetrics())
+	}
+	if err := e.stopPod(web); err != nil {
+		t.Fatal(err)
+	}
+	if pods := e.listPodMetrics(t); len(pods) != 0 {
+		t.Errorf("stopped pod reported: %v", pods)
+	}
+}
+
+// A container whose cgroup went away between List and the read is left
+// out, not an error.
+func TestListPodSandboxMetricsContainerGone(t *testing.T) {
+	e := newTestEnv(t, "")
+	web := e.podWithImage(t, "web")
+	id := e.mustCreate(t, web, containerConfig("c"))
+	e.startFakeContainer(t, id)
+	pm := e.listPodMetrics(t)[web]
+	if pm == nil || len(pm.ContainerMetrics) != 0 {
+		t.Errorf("pod metrics %v, want the pod without the container", pm)
+	}
+}
+
+// fakeVMRuntime is a vm handler's runtime: statistics and processes come
+// from the runtime, not from host cgroups.
+type fakeVMRuntime struct {
+	*fakeRuntime
+	stats *cgroups.Stats
+	pids  []int
+}
+
+func (f *fakeVMRuntime) TaskStats(ctx context.Context, id string) (*cgroups.Stats, error) {
+	cp := *f.stats
+	cp.Timestamp = time.Now()
+	return &cp, nil
+}
+
+func (f *fakeVMRuntime) TaskPids(ctx context.Context, id string) ([]int, error) {
+	return f.pids, nil
+}
+
+var _ runtime.TaskStatsRuntime = (*fakeVMRuntime)(nil)
+
+func TestListPodSandboxMetricsVM(t *testing.T) {
+	e := newTestEnv(t, "")
+	vm := &fakeVMRuntime{fakeRuntime: newFakeRuntime(), stats: richStats(7e9, 8<<20), pids: []int{1, 2}}
+	e.runtimes["vm"] = vm
+	e.cfg.Runtimes["vm"] = config.Runtime{Path: "/bin/true"}
+	e.srv = e.newServer(t, nil)
+
+	resp, err := call(e.srv, "RunPodSandbox", e.srv.RunPodSandbox, &runtimeapi.RunPodSandboxRequest{Config: podConfig("kata"), RuntimeHandler: "vm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := resp.PodSandboxId
+	if _, err := e.img.ImportFromFiles(context.Background(), "busybox", nil, image.ImageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	id := e.mustCreate(t, pod, containerConfig("c"))
+	e.startFakeContainer(t, id)
+	// A host cgroup of the same path is not what a vm handler reports.
+	e.setStats(e.cfg.DefaultCgroupParent+"/podbay-"+id, richStats(1, 1))
+
+	pm := e.listPodMetrics(t)[pod]
+	if pm == nil || len(pm.ContainerMetrics) != 1 {
+		t.Fatalf("pod metrics %v", pm)
+	}
+	got := checkMetrics(t, pm.ContainerMetrics[0].Metrics)
+	if got["container_cpu_usage_seconds_total{total}"] != 7 || got["container_memory_usage_bytes"] != 8<<20 ||
+		got["container_memory_max_usage_bytes"] != 16<<20 || got["container_pressure_memory_stalled_seconds_total"] != 4 {
+		t.Errorf("vm container metrics %v", got)
+	}
+	if got["container_processes"] != 2 {
+		t.Errorf("container_processes = %d, want the shim's 2", got["container_processes"])
+	}
+	if _, ok := got["container_file_descriptors"]; ok {
+		t.Error("file descriptors reported for processes the host cannot see")
+	}
+}
+
+func TestAddSpec(t *testing.T) {
+	p := func(v int64) *int64 { return &v }
+	u := func(v uint64) *uint64 { return &v }
+	for _, tc := range []struct {
+		name string
+		spec *specs.Spec
+		want map[string]uint64
+	}{
+		{"no spec", nil, map[string]uint64{}},
+		{"unlimited", &specs.Spec{Linux: &specs.Linux{Resources: &specs.LinuxResources{
+			Memory: &specs.LinuxMemory{Limit: p(-1), Swap: p(-1)},
+		}}}, map[string]uint64{
+			"container_spec_cpu_period": 0, "container_spec_cpu_shares": 0, "container_spec_memory_limit_bytes": 0,
+			"container_spec_memory_reservation_limit_bytes": 0, "container_spec_memory_swap_limit_bytes": 0,
+		}},
+		{"limits and nofile", &specs.Spec{
+			Process: &specs.Process{Rlimits: []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: 1024, Hard: 4096}, {Type: "RLIMIT_CORE", Soft: 0}}},
+			Linux: &specs.Linux{Resources: &specs.LinuxResources{
+				CPU:    &specs.LinuxCPU{Period: u(100000), Quota: p(20000), Shares: u(2)},
+				Memory: &specs.LinuxMemory{Limit: p(1 << 30), Reservation: p(1 << 20), Swap: p(2 << 30)},
+			}},
+		}, map[string]uint64{
+			"container_spec_cpu_period": 100000, "container_spec_cpu_quota": 20000, "container_spec_cpu_shares": 2,
+			"container_spec_memory_limit_bytes": 1 << 30, "container_spec_memory_reservation_limit_bytes": 1 << 20,
+			"container_spec_memory_swap_limit_bytes": 2 << 30, "container_ulimits_soft{max_open_files}": 1024,
+		}},
+	} {
+		m := newMetricSet(time.Now(), "p", "n", "c", "id", "img")
+		m.addSpec(tc.spec)
+		got := checkMetrics(t, m.out)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		for k, v := range tc.want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("%s: %s = %d (present %v), want %d", tc.name, k, g, ok, v)
+			}
+		}
+	}
+}
+
+func TestParseNetDev(t *testing.T) {
+	const in = `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     140       2    0    0    0     0          0         0      140       2    0    0    0     0       0          0
+  eth0:    2282      23    1    2    0     0          0         0     1116      12    3    4    0     0       0          0
+  net1: 18446744073709551615 1 0 0 0 0 0 0 5 6 0 0 0 0 0 0
+`
+	devs, err := parseNetDev(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netDev{
+		{name: "eth0", rxBytes: 2282, rxPackets: 23, rxErrors: 1, rxDropped: 2, txBytes: 1116, txPackets: 12, txErrors: 3, txDropped: 4},
+		{name: "net1", rxBytes: 18446744073709551615, rxPackets: 1, txBytes: 5, txPackets: 6},
+	}
+	if !slices.Equal(devs, want) {
+		t.Errorf("parseNetDev = %+v\nwant %+v", devs, want)
+	}
+	if _, err := parseNetDev(strings.NewReader("eth0: 1 2 3 4 5 6 7 8 9 10 11 x 13 14 15 16\n")); err == nil {
+		t.Error("a bad counter parsed")
+	}
+	m := newMetricSet(time.Now(), "p", "n", "", "id", "")
+	m.addNetwork(devs)
+	got := checkMetrics(t, m.out)
+	if got["container_network_receive_bytes_total{eth0}"] != 2282 || got["container_network_transmit_packets_dropped_total{eth0}"] != 4 ||
+		len(got) != 16 {
+		t.Errorf("network metrics %v", got)
+	}
+}
+
+func TestCountFDs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fds, sockets := countFDs([]int{os.Getpid(), 1 << 30}) // the second is no process
+	if fds < 4 || sockets < 1 || sockets > fds {
+		t.Errorf("countFDs = %d fds, %d sockets; want this process's stdio and listener", fds, sockets)
+	}
+}
