@@ -142,6 +142,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		rec.Mounts = append(rec.Mounts, container.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
 			Propagation: m.GetPropagation().String(), SelinuxRelabel: m.GetSelinuxRelabel(),
+			RecursiveReadOnly: m.GetRecursiveReadOnly(),
 		})
 	}
 	c := container.New(rec)

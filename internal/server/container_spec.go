@@ -97,9 +97,12 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 				return nil, errInvalid(fmt.Sprintf("mount %s:/dev: the source has no null device", m.GetHostPath()))
 			}
 		}
+		if err := checkRecursiveReadOnly(s.current(), sbRec.RuntimeHandler, m); err != nil {
+			return nil, err
+		}
 		c.Mounts = append(c.Mounts, specgen.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: src, Readonly: m.GetReadonly(),
-			Propagation: propagation(m.GetPropagation()),
+			RecursiveReadOnly: m.GetRecursiveReadOnly(), Propagation: propagation(m.GetPropagation()),
 		})
 	}
 	for _, d := range cfg.GetDevices() {
