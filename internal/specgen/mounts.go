@@ -88,6 +88,9 @@ func setMounts(s *specs.Spec, c Container) error {
 			return fmt.Errorf("two mounts at %s: %w", om.Destination, errdefs.ErrInvalidArgument)
 		}
 		criDests[om.Destination] = true
+		if u := c.Sandbox.UserNS; u != nil {
+			u.idmap(&om)
+		}
 		cri = append(cri, om)
 		switch m.Propagation {
 		case PropagationBidirectional:
