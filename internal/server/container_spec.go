@@ -76,6 +76,9 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		}
 	}
 	c.Env = criEnv(cfg.GetEnvs())
+	if c.Sandbox.UserNS, err = containerUserNamespace(sbCfg, cfg); err != nil {
+		return nil, err
+	}
 	for _, m := range cfg.GetMounts() {
 		if !filepath.IsAbs(m.GetHostPath()) || !filepath.IsAbs(m.GetContainerPath()) {
 			return nil, errInvalid(fmt.Sprintf("mount %s:%s: paths must be absolute", m.GetHostPath(), m.GetContainerPath()))

@@ -271,6 +271,8 @@ type fakeImages struct {
 	dir      string
 	images   map[string]*image.Image // by ref
 	rootfses map[string]string
+	// rootfsOpts are the options of each CreateRootfs, by id.
+	rootfsOpts map[string]image.RootfsOptions
 	imports  int
 	registry map[string]*image.Image // pullable, by ref
 	lastAuth *image.Auth
@@ -375,6 +377,10 @@ func (f *fakeImages) CreateRootfs(ctx context.Context, id, imageID string, opts 
 		}
 	}
 	f.rootfses[id] = p
+	if f.rootfsOpts == nil {
+		f.rootfsOpts = map[string]image.RootfsOptions{}
+	}
+	f.rootfsOpts[id] = opts
 	if err := f.fail["createrootfs"]; err != nil {
 		return "", err // after making storage, as a half-failed create does
 	}

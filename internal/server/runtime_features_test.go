@@ -1,9 +1,6 @@
 package server
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -93,17 +90,7 @@ func TestCreateContainerRecursiveReadOnly(t *testing.T) {
 	}
 
 	id := e.mustCreate(t, pod, rroConfig(rro(true, runtimeapi.MountPropagation_PROPAGATION_PRIVATE)))
-	e.rt.mu.Lock()
-	bundle := e.rt.bundles[id]
-	e.rt.mu.Unlock()
-	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec specs.Spec
-	if err := json.Unmarshal(b, &spec); err != nil {
-		t.Fatal(err)
-	}
+	spec := e.bundleSpec(t, id)
 	i := slices.IndexFunc(spec.Mounts, func(m specs.Mount) bool { return m.Destination == "/mnt" })
 	if i < 0 || !slices.Contains(spec.Mounts[i].Options, "rro") || !slices.Contains(spec.Mounts[i].Options, "ro") {
 		t.Errorf("OCI mounts %v: want /mnt with ro and rro", spec.Mounts)
