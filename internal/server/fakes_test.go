@@ -273,10 +273,10 @@ type fakeImages struct {
 	rootfses map[string]string
 	// rootfsOpts are the options of each CreateRootfs, by id.
 	rootfsOpts map[string]image.RootfsOptions
-	imports  int
-	registry map[string]*image.Image // pullable, by ref
-	lastAuth *image.Auth
-	fail     map[string]error
+	imports    int
+	registry   map[string]*image.Image // pullable, by ref
+	lastAuth   *image.Auth
+	fail       map[string]error
 }
 
 func newFakeImages(dir string) *fakeImages {

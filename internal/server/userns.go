@@ -91,4 +91,3 @@ func rootfsIDMaps(u *specgen.UserNamespace) (uids, gids []idtools.IDMap) {
 	return []idtools.IDMap{{ContainerID: int(u.UIDs.ContainerID), HostID: int(u.UIDs.HostID), Size: int(u.UIDs.Size)}},
 		[]idtools.IDMap{{ContainerID: int(u.GIDs.ContainerID), HostID: int(u.GIDs.HostID), Size: int(u.GIDs.Size)}}
 }
-
