@@ -271,12 +271,13 @@ type fakeImages struct {
 	dir      string
 	images   map[string]*image.Image // by ref
 	rootfses map[string]string
+	imports  int
+	registry map[string]*image.Image // pullable, by ref
+	lastAuth *image.Auth
+	fail     map[string]error
+
 	// rootfsOpts are the options of each CreateRootfs, by id.
 	rootfsOpts map[string]image.RootfsOptions
-	imports    int
-	registry   map[string]*image.Image // pullable, by ref
-	lastAuth   *image.Auth
-	fail       map[string]error
 }
 
 func newFakeImages(dir string) *fakeImages {
