@@ -405,6 +405,7 @@ func newRuntime(name string, cfg *config.Config, conmon string) (runtime.Runtime
 		Name:        name,
 		RuntimePath: path,
 		RuntimeRoot: rc.Root,
+		Features:    detectFeatures(name, path),
 		ConmonPath:  conmon,
 		ExitDir:     filepath.Join(cfg.State, "exits", name),
 		SocketDir:   filepath.Join(cfg.State, "attach"),

@@ -40,6 +40,8 @@ type Mount struct {
 	Readonly       bool   `json:"readonly,omitempty"`
 	Propagation    string `json:"propagation,omitempty"`
 	SelinuxRelabel bool   `json:"selinuxRelabel,omitempty"`
+	// RecursiveReadOnly: submounts are read-only too (OCI option "rro").
+	RecursiveReadOnly bool `json:"recursiveReadOnly,omitempty"`
 }
 
 // User is a container process's identity.

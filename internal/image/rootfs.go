@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/containers/storage"
+	"github.com/containers/storage/pkg/idtools"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
@@ -18,6 +19,11 @@ type RootfsOptions struct {
 	// MountLabel is the SELinux context of the mount; empty on hosts
 	// without SELinux.
 	MountLabel string
+	// UIDMap and GIDMap, when set, are the user namespace the rootfs is
+	// for (a pod with hostUsers: false): containers/storage makes the
+	// layers' files owned by the mapped IDs (idmapped lower layers where
+	// the kernel can, else a chowned copy), as in CRI-O.
+	UIDMap, GIDMap []idtools.IDMap
 }
 
 // CreateRootfs creates the root filesystem of container (or sandbox) id: a
@@ -50,7 +56,11 @@ func (s *Store) CreateRootfs(ctx context.Context, id, imageID string, opts Rootf
 		return "", err
 	}
 	if c == nil {
-		c, err = s.store.CreateContainer(id, []string{id}, m.img.ID, "", "", nil)
+		var copts *storage.ContainerOptions
+		if len(opts.UIDMap) > 0 || len(opts.GIDMap) > 0 {
+			copts = &storage.ContainerOptions{IDMappingOptions: storage.IDMappingOptions{UIDMap: opts.UIDMap, GIDMap: opts.GIDMap}}
+		}
+		c, err = s.store.CreateContainer(id, []string{id}, m.img.ID, "", "", copts)
 		if errors.Is(err, storage.ErrDuplicateID) || errors.Is(err, storage.ErrDuplicateName) {
 			// A concurrent CreateRootfs for the same id won.
 			c, err = s.container(id)

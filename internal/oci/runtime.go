@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/ocifeatures"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -63,6 +64,9 @@ type Config struct {
 	// RuntimeRoot is passed as --root to every runtime call, including the
 	// create that conmon runs.
 	RuntimeRoot string
+	// Features is what the runtime and the kernel support beyond the
+	// baseline (ocifeatures.Detect); Features() reports it.
+	Features ocifeatures.Handler
 	// ConmonPath is the conmon binary.
 	ConmonPath string
 	// ExitDir is conmon's --exit-dir: a file named after the container ID,

@@ -98,6 +98,10 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, err
 	}
+	userNS, err := containerUserNamespace(sbCfg, cfg)
+	if err != nil {
+		return nil, err
+	}
 	img, err := s.images.Status(ctx, storageRef(cfg.GetImage().GetImage()))
 	if err != nil {
 		if errdefs.IsNotFound(err) {
@@ -142,6 +146,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		rec.Mounts = append(rec.Mounts, container.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
 			Propagation: m.GetPropagation().String(), SelinuxRelabel: m.GetSelinuxRelabel(),
+			RecursiveReadOnly: m.GetRecursiveReadOnly(),
 		})
 	}
 	c := container.New(rec)
@@ -170,7 +175,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	defer rb.OnError(ctx, &retErr, "remove container root filesystem", func(ctx context.Context) error {
 		return s.images.RemoveRootfs(ctx, id)
 	})
-	rootfs, err := s.images.CreateRootfs(ctx, id, img.ID, image.RootfsOptions{})
+	ropts := image.RootfsOptions{}
+	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(userNS)
+	rootfs, err := s.images.CreateRootfs(ctx, id, img.ID, ropts)
 	if err != nil {
 		return nil, fmt.Errorf("create container root filesystem: %w", err)
 	}

@@ -76,6 +76,9 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		}
 	}
 	c.Env = criEnv(cfg.GetEnvs())
+	if c.Sandbox.UserNS, err = containerUserNamespace(sbCfg, cfg); err != nil {
+		return nil, err
+	}
 	for _, m := range cfg.GetMounts() {
 		if !filepath.IsAbs(m.GetHostPath()) || !filepath.IsAbs(m.GetContainerPath()) {
 			return nil, errInvalid(fmt.Sprintf("mount %s:%s: paths must be absolute", m.GetHostPath(), m.GetContainerPath()))
@@ -97,9 +100,12 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 				return nil, errInvalid(fmt.Sprintf("mount %s:/dev: the source has no null device", m.GetHostPath()))
 			}
 		}
+		if err := checkRecursiveReadOnly(s.current(), sbRec.RuntimeHandler, m); err != nil {
+			return nil, err
+		}
 		c.Mounts = append(c.Mounts, specgen.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: src, Readonly: m.GetReadonly(),
-			Propagation: propagation(m.GetPropagation()),
+			RecursiveReadOnly: m.GetRecursiveReadOnly(), Propagation: propagation(m.GetPropagation()),
 		})
 	}
 	for _, d := range cfg.GetDevices() {

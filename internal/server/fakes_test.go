@@ -275,6 +275,9 @@ type fakeImages struct {
 	registry map[string]*image.Image // pullable, by ref
 	lastAuth *image.Auth
 	fail     map[string]error
+
+	// rootfsOpts are the options of each CreateRootfs, by id.
+	rootfsOpts map[string]image.RootfsOptions
 }
 
 func newFakeImages(dir string) *fakeImages {
@@ -375,6 +378,10 @@ func (f *fakeImages) CreateRootfs(ctx context.Context, id, imageID string, opts 
 		}
 	}
 	f.rootfses[id] = p
+	if f.rootfsOpts == nil {
+		f.rootfsOpts = map[string]image.RootfsOptions{}
+	}
+	f.rootfsOpts[id] = opts
 	if err := f.fail["createrootfs"]; err != nil {
 		return "", err // after making storage, as a half-failed create does
 	}

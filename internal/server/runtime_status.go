@@ -28,7 +28,7 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 		if _, ok := cur.runtimes[name]; !ok {
 			continue
 		}
-		h := &runtimeapi.RuntimeHandler{Name: name, Features: &runtimeapi.RuntimeHandlerFeatures{}}
+		h := &runtimeapi.RuntimeHandler{Name: name, Features: handlerFeatures(cur.features(name))}
 		resp.RuntimeHandlers = append(resp.RuntimeHandlers, h)
 		if name == cur.cfg.DefaultRuntime {
 			// The kubelet reads the default handler under the empty name.

@@ -51,6 +51,10 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 	}()
 	handler, rt := lease.handler, lease.rt
+	userNS, _ := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()) // validated above
+	if err := checkUserNamespaceSupport(handler, rt, userNS); err != nil {
+		return nil, err
+	}
 	if lease.config.Type != config.TypeVM {
 		// The node's kernel is the pod's: a sysctl it lacks, runc cannot
 		// set. A VM's guest kernel may have sysctls the node lacks.
@@ -144,7 +148,11 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	defer rb.OnError(ctx, &retErr, "remove sandbox root filesystem", func(ctx context.Context) error {
 		return s.images.RemoveRootfs(ctx, id)
 	})
-	rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, image.RootfsOptions{})
+	ropts := image.RootfsOptions{}
+	if u, err := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()); err == nil {
+		ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(u) // validated by RunPodSandbox
+	}
+	rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, ropts)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox root filesystem: %w", err)
 	}
@@ -423,6 +431,10 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 		Sysctls:     cfg.GetLinux().GetSysctls(),
 	}
 	setPodResources(&desc, cfg.GetLinux().GetResources())
+	var err error
+	if desc.UserNS, err = podUserNamespace(nsOpts.GetUsernsOptions()); err != nil {
+		return err
+	}
 	if err := specgen.CheckSandbox(desc); err != nil {
 		return err
 	}

@@ -53,6 +53,10 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		desc.RunAsGroup = &v
 	}
 	setPodResources(&desc, linux.GetResources())
+	var err error
+	if desc.UserNS, err = podUserNamespace(nsOpts.GetUsernsOptions()); err != nil {
+		return nil, err
+	}
 	return specgen.SandboxSpec(desc)
 }
 

@@ -60,6 +60,9 @@ type SandboxRef struct {
 	ShmPath string
 	// Privileged is whether the pod may run privileged containers.
 	Privileged bool
+	// UserNS is the pod's own user namespace, which the container joins
+	// (the pause process's); nil: the host's.
+	UserNS *UserNamespace
 }
 
 // ImageRef is the image a container runs.
@@ -229,6 +232,12 @@ func ContainerSpec(c Container, host Host) (*specs.Spec, error) {
 
 	if s.Linux.Namespaces, err = containerNamespaces(c.Sandbox, c.Security.Namespaces, host.CgroupV2); err != nil {
 		return nil, err
+	}
+	if u := c.Sandbox.UserNS; u != nil {
+		if err := u.check(); err != nil {
+			return nil, err
+		}
+		u.apply(s, nsPath(c.Sandbox.PID, "user"))
 	}
 	if err := setMounts(s, c); err != nil {
 		return nil, err

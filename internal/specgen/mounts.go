@@ -31,7 +31,12 @@ type Mount struct {
 	ContainerPath string
 	HostPath      string
 	Readonly      bool
-	Propagation   Propagation
+	// RecursiveReadOnly makes every submount of HostPath read-only too
+	// (the OCI option "rro", mount_setattr with AT_RECURSIVE). It needs
+	// Readonly and private propagation, as in containerd and CRI-O; the
+	// caller checks that the runtime handler supports it.
+	RecursiveReadOnly bool
+	Propagation       Propagation
 }
 
 // setMounts fills s.Mounts from the base mounts, the sandbox's shm and
@@ -83,6 +88,9 @@ func setMounts(s *specs.Spec, c Container) error {
 			return fmt.Errorf("two mounts at %s: %w", om.Destination, errdefs.ErrInvalidArgument)
 		}
 		criDests[om.Destination] = true
+		if u := c.Sandbox.UserNS; u != nil {
+			u.idmap(&om)
+		}
 		cri = append(cri, om)
 		switch m.Propagation {
 		case PropagationBidirectional:
@@ -139,7 +147,17 @@ func criMount(m Mount) (specs.Mount, error) {
 	if !slices.Contains([]Propagation{PropagationPrivate, PropagationHostToContainer, PropagationBidirectional}, p) {
 		return specs.Mount{}, fmt.Errorf("mount %q -> %q: propagation %q: %w", m.HostPath, dest, m.Propagation, errdefs.ErrInvalidArgument)
 	}
-	return bindMount(m.HostPath, dest, m.Readonly, p), nil
+	om := bindMount(m.HostPath, dest, m.Readonly, p)
+	if m.RecursiveReadOnly {
+		if !m.Readonly {
+			return specs.Mount{}, fmt.Errorf("mount %q -> %q: a recursive read-only mount must be read-only: %w", m.HostPath, dest, errdefs.ErrInvalidArgument)
+		}
+		if p != PropagationPrivate {
+			return specs.Mount{}, fmt.Errorf("mount %q -> %q: a recursive read-only mount cannot have propagation %s (only private): %w", m.HostPath, dest, p, errdefs.ErrInvalidArgument)
+		}
+		om.Options = append(om.Options, "rro")
+	}
+	return om, nil
 }
 
 // procMountable are the paths inside /proc runc lets a mount cover: the

@@ -64,6 +64,13 @@ func TestContainerMounts(t *testing.T) {
 			}
 		}, []string{mProc, mDev, mSysRO, "/data bind /srv/data rbind,rprivate,rw", "/conf bind /srv/conf rbind,rprivate,ro",
 			mPts, mShm, mMqueue, mResolv, mHosts, mCgroup}, ""},
+		{"recursive read-only", func(c *Container) {
+			c.Mounts = []Mount{
+				{ContainerPath: "/rro", HostPath: "/srv/rro", Readonly: true, RecursiveReadOnly: true},
+				{ContainerPath: "/rro2", HostPath: "/srv/rro2", Readonly: true, RecursiveReadOnly: true, Propagation: PropagationPrivate},
+			}
+		}, []string{mProc, mDev, mSysRO, "/rro bind /srv/rro rbind,rprivate,ro,rro", "/rro2 bind /srv/rro2 rbind,rprivate,ro,rro",
+			mPts, mShm, mMqueue, mResolv, mHosts, mCgroup}, ""},
 		{"rslave", func(c *Container) {
 			c.Mounts = []Mount{{ContainerPath: "/in", HostPath: "/mnt/in", Propagation: PropagationHostToContainer}}
 		}, []string{mProc, mDev, mSysRO, "/in bind /mnt/in rbind,rslave,rw", mPts, mShm, mMqueue, mResolv, mHosts, mCgroup}, "rslave"},
@@ -148,6 +155,11 @@ func TestContainerMountsRejects(t *testing.T) {
 		{"over the root, uncleaned", []Mount{{ContainerPath: "/a/..", HostPath: "/srv"}}, nil},
 		{"two at one place", []Mount{{ContainerPath: "/d", HostPath: "/a"}, {ContainerPath: "/d/", HostPath: "/b"}}, nil},
 		{"unknown propagation", []Mount{{ContainerPath: "/d", HostPath: "/a", Propagation: "shared"}}, nil},
+		{"recursive read-only but writable", []Mount{{ContainerPath: "/d", HostPath: "/a", RecursiveReadOnly: true}}, nil},
+		{"recursive read-only with rslave", []Mount{{ContainerPath: "/d", HostPath: "/a", Readonly: true, RecursiveReadOnly: true,
+			Propagation: PropagationHostToContainer}}, nil},
+		{"recursive read-only with rshared", []Mount{{ContainerPath: "/d", HostPath: "/a", Readonly: true, RecursiveReadOnly: true,
+			Propagation: PropagationBidirectional}}, nil},
 		// runc refuses mounts inside /proc but for a few lxcfs files.
 		{"inside /proc", []Mount{{ContainerPath: "/proc/sys", HostPath: "/srv"}}, nil},
 		{"inside /proc, uncleaned", []Mount{{ContainerPath: "/x/../proc/self/fd", HostPath: "/srv"}}, nil},

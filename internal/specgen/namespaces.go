@@ -21,7 +21,7 @@ func nsPath(pid int, kind string) string {
 // interfaces there), IPC and UTS are the pause process's, PID depends on
 // the mode, mount is always new, and cgroup is new on cgroup v2.
 func containerNamespaces(sb SandboxRef, opts NamespaceOptions, cgroupV2 bool) ([]specs.LinuxNamespace, error) {
-	needPause := !sb.HostNetwork || opts.Ipc != NamespaceNode || opts.Pid == NamespacePod
+	needPause := !sb.HostNetwork || opts.Ipc != NamespaceNode || opts.Pid == NamespacePod || sb.UserNS != nil
 	if needPause && sb.PID <= 0 {
 		return nil, fmt.Errorf("sandbox %s has no pause process to join: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}

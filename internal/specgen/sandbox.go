@@ -73,6 +73,8 @@ type Sandbox struct {
 	MemoryLimit  int64
 	// Annotations are the pod's annotations, passed to the runtime.
 	Annotations map[string]string
+	// UserNS, when set, is the pod's own user namespace; nil: the host's.
+	UserNS *UserNamespace
 }
 
 // SandboxSpec builds the OCI spec of a sandbox container.
@@ -136,6 +138,9 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 		s.Hostname = ""
 	}
 	s.Linux.Namespaces = ns
+	if sb.UserNS != nil {
+		sb.UserNS.apply(s, "") // checked by CheckSandbox
+	}
 	s.Linux.CgroupsPath = sb.CgroupsPath
 
 	if s.Linux.Sysctl, err = sysctls(sb.Sysctls, SysctlScope{HostNetwork: sb.HostNetwork, HostIPC: sb.HostIPC}); err != nil {
@@ -218,6 +223,9 @@ func CheckSandbox(sb Sandbox) error {
 		}
 	}
 	if err := CheckSysctls(sb.Sysctls, SysctlScope{HostNetwork: sb.HostNetwork, HostIPC: sb.HostIPC}); err != nil {
+		return err
+	}
+	if err := checkUserNamespaceSandbox(sb); err != nil {
 		return err
 	}
 	return CheckResources(sb.resources())

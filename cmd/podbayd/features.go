@@ -1,0 +1,24 @@
+package main
+
+import (
+	"context"
+
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/ocifeatures"
+)
+
+// detectFeatures asks the OCI runtime at path (`<path> features`) and the
+// kernel what handler name supports beyond the baseline, once, when the
+// handler is set up. A runtime that cannot tell (crun 1.8 has no features
+// command) supports nothing more.
+func detectFeatures(name, path string) ocifeatures.Handler {
+	ctx := context.Background()
+	f, err := ocifeatures.Detect(ctx, path)
+	if err != nil {
+		log.G(ctx).Info("runtime handler reports no optional features", "handler", name, "reason", err)
+		return ocifeatures.Handler{}
+	}
+	log.G(ctx).Info("runtime handler features", "handler", name,
+		"recursive_read_only_mounts", f.RecursiveReadOnlyMounts, "user_namespaces", f.UserNamespaces)
+	return f
+}
