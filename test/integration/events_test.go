@@ -293,7 +293,7 @@ func grepLines(body, substr string) string {
 
 var (
 	eventsCrictlOnce sync.Once
-	eventsCrictlErr error
+	eventsCrictlErr  error
 )
 
 // crictlForEvents builds crictl from the tools module (the pinned cri-tools)
