@@ -94,6 +94,11 @@ func (s *Server) GetContainerEvents(req *runtimeapi.GetEventsRequest, stream run
 // set, is that pod, whose status is taken from it when it is no longer
 // published (its DELETED event).
 func (s *Server) publishEvent(ctx context.Context, sandboxID string, sb *sandbox.Sandbox, containerID string, typ runtimeapi.ContainerEventType) {
+	if s.events.Subscribers() == 0 {
+		// Nobody listens (a kubelet without the EventedPLEG gate): the
+		// statuses, an image lookup per container, are not worth making.
+		return
+	}
 	// What the Status RPCs answer, on a context the request's end does
 	// not cut short.
 	ctx = context.WithoutCancel(ctx)

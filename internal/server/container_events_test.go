@@ -381,3 +381,38 @@ func metricValue(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// Without a subscriber no event is made; with one, each change makes one.
+func TestContainerEventsOnlyWithSubscribers(t *testing.T) {
+	e := newTestEnv(t, "")
+	m := metrics.New()
+	e.srv.eventMetrics = m.NewContainerEvents()
+	e.srv.events = newEventBroadcaster(e.srv.eventMetrics)
+	published := func() float64 {
+		families, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, f := range families {
+			if f.GetName() == "podbay_container_events_total" {
+				for _, s := range f.GetMetric() {
+					n += s.GetCounter().GetValue()
+				}
+			}
+		}
+		return n
+	}
+	e.mustRun(t, podConfig("unwatched"))
+	if n := published(); n != 0 {
+		t.Fatalf("%v events made without a subscriber", n)
+	}
+	sub := e.subscribe(t)
+	pod := e.mustRun(t, podConfig("watched"))
+	expectEvents(t, sub, pod,
+		wantEvent{evCreated, pod, ready, cstates{}},
+		wantEvent{evStarted, pod, ready, cstates{}})
+	if n := published(); n != 2 {
+		t.Fatalf("%v events counted, want 2", n)
+	}
+}
