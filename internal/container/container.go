@@ -108,6 +108,10 @@ type Container struct {
 	// OpMu serialises the operations that change the container on the
 	// host (create, start, stop, remove).
 	OpMu sync.Mutex
+	// EventMu is held from a change of the container's state through the
+	// event that reports it (the server's GetContainerEvents), so that
+	// the container's events come in the order of its changes.
+	EventMu sync.Mutex
 
 	mu  sync.Mutex
 	rec Record // guarded by mu

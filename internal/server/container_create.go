@@ -55,7 +55,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	c, err := detach(s, ctx,
 		func(work context.Context) (*container.Container, error) {
 			c, err := s.createInPod(work, sb, name, req)
-			s.containers.Finish(name, mine, c, err)
+			s.finishContainer(work, name, mine, c, err)
 			return c, err
 		},
 		func() { s.containers.Abandon(mine) })

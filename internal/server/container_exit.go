@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
@@ -26,20 +28,37 @@ func (s *Server) watchContainerExit(c *container.Container, rt runtime.Runtime) 
 	}()
 }
 
-// recordExit moves a container to exited with conmon's exit status, once.
+// recordExit moves a container to exited with conmon's exit status, once,
+// and publishes its STOPPED event.
 func (s *Server) recordExit(ctx context.Context, c *container.Container, st runtime.ExitStatus) {
-	rec := c.Record()
-	if rec.State == container.StateExited {
+	rec, reason, changed, ok := s.persistExit(ctx, c, st)
+	if !ok {
 		return
 	}
-	reason := container.ReasonCompleted
+	s.forgetStats(rec.CgroupPath)
+	s.forgetStats("task:" + rec.ID)
+	log.G(ctx).Info("container exited", "exitCode", st.Code, "reason", reason)
+	if changed {
+		s.nriContainerStopped(ctx, c)
+	}
+}
+
+// persistExit is recordExit's change of the record, under c.EventMu: ok is
+// false when c had exited already, changed when this call made it exit.
+func (s *Server) persistExit(ctx context.Context, c *container.Container, st runtime.ExitStatus) (rec container.Record, reason string, changed, ok bool) {
+	c.EventMu.Lock()
+	defer c.EventMu.Unlock()
+	rec = c.Record()
+	if rec.State == container.StateExited {
+		return rec, "", false, false
+	}
+	reason = container.ReasonCompleted
 	switch {
 	case st.OOMKilled || s.oomKilled(rec.CgroupPath):
 		reason = container.ReasonOOMKilled
 	case st.Code != 0:
 		reason = container.ReasonError
 	}
-	changed := false
 	rec = c.Update(func(r *container.Record) {
 		if r.State == container.StateExited {
 			return
@@ -55,12 +74,10 @@ func (s *Server) recordExit(ctx context.Context, c *container.Container, st runt
 		r.Reason = reason
 	})
 	s.saveContainer(ctx, rec)
-	s.forgetStats(rec.CgroupPath)
-	s.forgetStats("task:" + rec.ID)
-	log.G(ctx).Info("container exited", "exitCode", st.Code, "reason", reason)
 	if changed {
-		s.nriContainerStopped(ctx, c)
+		s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	}
+	return rec, reason, changed, true
 }
 
 func (s *Server) oomKilled(cgroupPath string) bool {

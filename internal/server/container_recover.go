@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
@@ -79,11 +81,14 @@ func (s *Server) reconcileContainer(ctx context.Context, c *container.Container)
 			// started the process: it runs, so the record says so (and
 			// a retried StartContainer is refused, not run again). The
 			// start time is lost; now is the closest we know.
+			c.EventMu.Lock()
 			rec = c.Update(func(r *container.Record) {
 				r.State = container.StateRunning
 				r.StartedAt = time.Now()
 			})
 			s.saveContainer(ctx, rec)
+			s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+			c.EventMu.Unlock()
 			log.G(ctx).Info("container found running though its start was not recorded")
 		}
 		s.watchContainerExit(c, rt)

@@ -57,10 +57,14 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return fmt.Errorf("remove container dir: %w", err)
 	}
+	c.EventMu.Lock()
 	if err := s.db.Delete(containerBucket, c.ID); err != nil {
+		c.EventMu.Unlock()
 		return fmt.Errorf("delete container record: %w", err)
 	}
 	s.containers.Delete(c)
+	s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	c.EventMu.Unlock()
 	timer.Phase("persist")
 	s.nriRemoveContainer(ctx, rec)
 	log.G(ctx).Info("container removed")

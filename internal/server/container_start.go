@@ -45,6 +45,8 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err := rt.Start(ctx, c.ID); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
+		c.EventMu.Lock()
+		defer c.EventMu.Unlock()
 		rec = c.Update(func(r *container.Record) {
 			r.State = container.StateExited
 			r.FinishedAt = time.Now()
@@ -53,12 +55,14 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 			r.Message = err.Error()
 		})
 		s.saveContainer(ctx, rec)
+		s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 		return nil, fmt.Errorf("start container: %w", err)
 	}
 	timer.Phase("runtime_start")
 	if err := s.hit(ctx, "container.start"); err != nil {
 		return nil, err
 	}
+	c.EventMu.Lock()
 	rec = c.Update(func(r *container.Record) {
 		r.StartedAt = started
 		if r.State == container.StateCreated {
@@ -66,6 +70,8 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		}
 	})
 	err = s.db.Put(containerBucket, c.ID, container.RecordVersion, rec)
+	s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	c.EventMu.Unlock()
 	// Watched once persisted (the exit, persisted too, must come after),
 	// and whether or not that worked: the process runs.
 	s.watchContainerExit(c, rt)

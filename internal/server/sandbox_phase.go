@@ -3,12 +3,16 @@ package server
 import "github.com/podbay/podbay/internal/sandbox"
 
 // advance moves sb's record through one lifecycle transition (a method of
-// sandbox.Record) and persists the result. A refused transition changes
-// nothing and is returned as an error.
+// sandbox.Record) and persists the result; a published pod that leaves
+// ready has its STOPPED event published (container_events.go). A refused
+// transition changes nothing and is returned as an error.
 func (s *Server) advance(sb *sandbox.Sandbox, step func(*sandbox.Record) error) (sandbox.Record, error) {
+	before := sb.Phase()
 	rec, err := sb.Transition(step)
 	if err != nil {
 		return rec, err
 	}
-	return rec, s.save(rec)
+	err = s.save(rec)
+	s.sandboxAdvanced(sb, before, rec)
+	return rec, err
 }

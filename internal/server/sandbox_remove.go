@@ -85,6 +85,7 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 		return fmt.Errorf("delete sandbox record: %w", err)
 	}
 	s.index.Delete(sb)
+	s.publishSandboxEvent(ctx, sb, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	s.nriRemovePodSandbox(ctx, rec)
 	timer.Phase("persist")
 	log.G(ctx).Info("pod sandbox removed")

@@ -78,7 +78,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		func(work context.Context) (*sandbox.Sandbox, error) {
 			defer lease.release()
 			sb, err := s.runPodSandbox(work, name, handler, rt, cfg)
-			s.index.Finish(name, mine, sb, err)
+			s.finishSandbox(work, name, mine, sb, err)
 			return sb, err
 		},
 		func() { s.index.Abandon(mine) })

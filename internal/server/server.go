@@ -154,6 +154,9 @@ type Server struct {
 	grpc    *grpc.Server
 	streams *streaming.Server // nil without Options.StreamListener
 	nri     *nri.NRI          // nil when NRI is disabled
+
+	events       *eventBroadcaster // GetContainerEvents (container_events.go)
+	eventMetrics *metrics.ContainerEvents
 }
 
 // New returns a server. Call Recover before Serve.
@@ -189,6 +192,8 @@ func New(opts Options) (*Server, error) {
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
+	s.eventMetrics = opts.Metrics.NewContainerEvents()
+	s.events = newEventBroadcaster(s.eventMetrics)
 	s.live.Store(&liveConfig{cfg: opts.Config, runtimes: maps.Clone(opts.Runtimes), unavailable: maps.Clone(opts.Unavailable)})
 	s.reload.hooks = opts.Reload
 	if opts.StreamListener != nil {
@@ -254,6 +259,7 @@ func (s *Server) StreamAddr() net.Addr {
 // then stops background work. Pods keep running: their conmon monitors do
 // not depend on the daemon.
 func (s *Server) Shutdown(ctx context.Context) {
+	s.events.Close() // ends the event streams, which GracefulStop waits for
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
