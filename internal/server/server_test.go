@@ -30,11 +30,11 @@ type testEnv struct {
 	// runtimes are the handlers a server is started with: "runc" is rt.
 	runtimes map[string]runtime.Runtime
 	img      *fakeImages
+	cg       *fakeCgroups
+	cfg      *config.Config
+	db       *store.DB
 	// images, if set, is the image store servers start with instead of img.
 	images ImageStore
-	cg     *fakeCgroups
-	cfg    *config.Config
-	db     *store.DB
 }
 
 // newTestEnv builds a server on fakes: none of it needs root.
