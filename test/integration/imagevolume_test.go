@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/store"
 	"github.com/podbay/podbay/internal/testimage"
 )
 
@@ -164,6 +165,42 @@ func TestImageVolume(t *testing.T) {
 	e.removeImage(t, volID)
 	e.requireNoImage(t, volRef)
 
+	e.stopAndRemove(t, pod.id)
+	e.assertNoLeaks(t)
+}
+
+// TestImageVolumeRecordLost: a container whose record cannot be read at
+// start-up (it is set aside) holds nothing: the restarted daemon's garbage
+// collection removes the container and finds its image mount, which no
+// record holds, and unmounts it; the image can then be removed.
+func TestImageVolumeRecordLost(t *testing.T) {
+	e, images := newContainerEnv(t, "busybox")
+	ref := images.ref("busybox")
+	push(t, images.reg, volumeImageSpec())
+	volID := e.pullImage(t, images.reg.Reference("test/volume-data:v1"), nil)
+	pod := e.runTestPod(t, "imagevol-lost")
+	id, _ := e.runContainer(t, pod, containerConfig("lost", ref, ctrCommand("sleep", "1000"),
+		ctrImageVolume(volID, "/vol", "srv/data")))
+	if got := e.execOutput(t, id, "cat", "/vol/hello.txt"); got != "hello from the image volume\n" {
+		t.Errorf("/vol/hello.txt = %q", got)
+	}
+
+	e.kill9()
+	db, err := store.Open(filepath.Join(e.rootDir, "podbay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A version no daemon reads: recovery quarantines the record.
+	err = db.Put("containers", id, 1<<20, map[string]string{"id": id})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.restart("")
+	e.eventuallyNoLeaks(t, 30*time.Second, pod.id)
+	e.removeImage(t, volID)
 	e.stopAndRemove(t, pod.id)
 	e.assertNoLeaks(t)
 }
