@@ -176,7 +176,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	defer rb.OnError(ctx, &retErr, "release image volumes", func(ctx context.Context) error {
 		return s.releaseImageVolumes(ctx, id)
 	})
-	if _, err := s.mountImageVolumes(ctx, c); err != nil {
+	if err := s.mountImageVolumes(ctx, c); err != nil {
 		return nil, err
 	}
 

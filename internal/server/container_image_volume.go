@@ -120,14 +120,14 @@ func (s *Server) containerMounts(ctx context.Context, cfg *runtimeapi.ContainerC
 // mountImageVolumes mounts the image volumes of c's record and records the
 // directory each binds into the container. On an error what it mounted
 // stays held by c: releaseImageVolumes releases it.
-func (s *Server) mountImageVolumes(ctx context.Context, c *container.Container) (container.Record, error) {
+func (s *Server) mountImageVolumes(ctx context.Context, c *container.Container) error {
 	rec := c.Record()
 	if !slices.ContainsFunc(rec.Mounts, func(m container.Mount) bool { return m.Image != "" }) {
-		return rec, nil
+		return nil
 	}
 	ivs, ok := s.images.(imageVolumeStore)
 	if !ok {
-		return rec, fmt.Errorf("image volumes: the image store cannot mount images: %w", errdefs.ErrNotImplemented)
+		return fmt.Errorf("image volumes: the image store cannot mount images: %w", errdefs.ErrNotImplemented)
 	}
 	mounts := slices.Clone(rec.Mounts)
 	for i, m := range mounts {
@@ -136,18 +136,18 @@ func (s *Server) mountImageVolumes(ctx context.Context, c *container.Container) 
 		}
 		mp, _, err := ivs.MountVolume(ctx, m.Image, c.ID)
 		if err != nil {
-			return rec, fmt.Errorf("%w: image %s at %s: %w", crierrors.ErrImageVolumeMountFailed, m.ImageRef, m.ContainerPath, err)
+			return fmt.Errorf("%w: image %s at %s: %w", crierrors.ErrImageVolumeMountFailed, m.ImageRef, m.ContainerPath, err)
 		}
 		src := mp
 		if m.ImageSubPath != "" {
 			if src, err = imageSubPath(mp, m.ImageSubPath); err != nil {
-				return rec, fmt.Errorf("%w: image %s at %s: %w", crierrors.ErrImageVolumeMountFailed, m.ImageRef, m.ContainerPath, err)
+				return fmt.Errorf("%w: image %s at %s: %w", crierrors.ErrImageVolumeMountFailed, m.ImageRef, m.ContainerPath, err)
 			}
 		}
 		mounts[i].Source = src
 	}
-	rec = c.Update(func(r *container.Record) { r.Mounts = mounts })
-	return rec, nil
+	c.Update(func(r *container.Record) { r.Mounts = mounts })
+	return nil
 }
 
 // imageSubPath resolves sub inside the image mounted at root: it must be a
