@@ -42,6 +42,13 @@ type Mount struct {
 	SelinuxRelabel bool   `json:"selinuxRelabel,omitempty"`
 	// RecursiveReadOnly: submounts are read-only too (OCI option "rro").
 	RecursiveReadOnly bool `json:"recursiveReadOnly,omitempty"`
+	// Image is the ID of the image an image volume (KEP-4639) mounts,
+	// ImageRef the reference asked for and ImageSubPath the directory of
+	// it; HostPath is empty then. Source is the host directory bound in.
+	Image        string `json:"image,omitempty"`
+	ImageRef     string `json:"imageRef,omitempty"`
+	ImageSubPath string `json:"imageSubPath,omitempty"`
+	Source       string `json:"source,omitempty"`
 }
 
 // User is a container process's identity.

@@ -15,9 +15,9 @@ import (
 // Remove removes ref: by ID (or unique prefix) the image with all its
 // names; by a name (tag or repo@digest) that name only while the image
 // keeps another tag, else the image; by a digest the image holds but is
-// not named by, the image. An image a root filesystem was created from is
-// ErrFailedPrecondition; an unknown ref ErrNotFound (the CRI server makes
-// RemoveImage idempotent).
+// not named by, the image. An image a root filesystem was created from, or
+// that an image volume mounts, is ErrFailedPrecondition; an unknown ref
+// ErrNotFound (the CRI server makes RemoveImage idempotent).
 func (s *Store) Remove(ctx context.Context, ref string) error {
 	m, err := s.resolve(ref)
 	if err != nil {
@@ -38,6 +38,15 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 }
 
 func (s *Store) deleteImage(id string) error {
+	if img, err := s.store.Image(id); err == nil && img.TopLayer != "" {
+		// Under the lock of its top layer: no image volume mounts it
+		// meanwhile.
+		unlock := s.vols.lock(img.TopLayer)
+		defer unlock()
+		if err := s.volumeInUse(img); err != nil {
+			return err
+		}
+	}
 	defer s.forgetImage(id)
 	_, err := s.store.DeleteImage(id, true)
 	switch {

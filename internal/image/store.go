@@ -116,6 +116,8 @@ type Store struct {
 	// reserve is space held back so that a root filesystem can be removed
 	// on a full disk.
 	reserve *spaceReserve
+	// vols are the image volumes' owners (volume.go).
+	vols volumes
 
 	// layerWriters is held shared by every operation that may create
 	// c/storage layers (pulls, imports, rootfs creation) and exclusively by

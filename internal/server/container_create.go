@@ -142,12 +142,8 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if lp := cfg.GetLogPath(); lp != "" && sbCfg.GetLogDirectory() != "" {
 		rec.LogPath = filepath.Join(sbCfg.GetLogDirectory(), lp)
 	}
-	for _, m := range cfg.GetMounts() {
-		rec.Mounts = append(rec.Mounts, container.Mount{
-			ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
-			Propagation: m.GetPropagation().String(), SelinuxRelabel: m.GetSelinuxRelabel(),
-			RecursiveReadOnly: m.GetRecursiveReadOnly(),
-		})
+	if rec.Mounts, err = s.containerMounts(ctx, cfg); err != nil {
+		return nil, err
 	}
 	c := container.New(rec)
 
@@ -182,6 +178,13 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, fmt.Errorf("create container root filesystem: %w", err)
 	}
 	timer.Phase("rootfs")
+
+	defer rb.OnError(ctx, &retErr, "release image volumes", func(ctx context.Context) error {
+		return s.releaseImageVolumes(ctx, id)
+	})
+	if err := s.mountImageVolumes(ctx, c); err != nil {
+		return nil, err
+	}
 
 	spec, err := s.containerSpec(ctx, c.Record(), sbRec, sbCfg, cfg, img, rootfs)
 	if err != nil {
@@ -260,6 +263,9 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	}
 	if cfg.GetImage().GetImage() == "" {
 		return errInvalid("container image is required")
+	}
+	if err := validateImageVolumes(cfg); err != nil {
+		return err
 	}
 	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
 		// CRI: run_as_group "should only be specified when run_as_user or

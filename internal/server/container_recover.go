@@ -112,6 +112,9 @@ func (s *Server) undoContainerCreating(ctx context.Context, rec container.Record
 	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
 		return fmt.Errorf("remove container root filesystem: %w", err)
 	}
+	if err := s.releaseImageVolumes(ctx, rec.ID); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return fmt.Errorf("remove container dir: %w", err)
 	}

@@ -53,6 +53,9 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 	if err := s.images.RemoveRootfs(ctx, c.ID); err != nil {
 		return fmt.Errorf("remove container root filesystem: %w", err)
 	}
+	if err := s.releaseImageVolumes(ctx, c.ID); err != nil {
+		return err
+	}
 	timer.Phase("rootfs")
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return fmt.Errorf("remove container dir: %w", err)

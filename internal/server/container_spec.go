@@ -79,7 +79,15 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 	if c.Sandbox.UserNS, err = containerUserNamespace(sbCfg, cfg); err != nil {
 		return nil, err
 	}
-	for _, m := range cfg.GetMounts() {
+	for i, m := range cfg.GetMounts() {
+		if isImageVolume(m) && i < len(rec.Mounts) {
+			im, err := imageVolumeMount(rec.Mounts[i], m.GetPropagation())
+			if err != nil {
+				return nil, err
+			}
+			c.Mounts = append(c.Mounts, im)
+			continue
+		}
 		if !filepath.IsAbs(m.GetHostPath()) || !filepath.IsAbs(m.GetContainerPath()) {
 			return nil, errInvalid(fmt.Sprintf("mount %s:%s: paths must be absolute", m.GetHostPath(), m.GetContainerPath()))
 		}

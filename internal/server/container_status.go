@@ -59,6 +59,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.Readonly,
 			SelinuxRelabel: m.SelinuxRelabel, RecursiveReadOnly: m.RecursiveReadOnly,
 			Propagation: runtimeapi.MountPropagation(runtimeapi.MountPropagation_value[m.Propagation]),
+			Image:       criImageVolume(m), ImageSubPath: m.ImageSubPath,
 		})
 	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}

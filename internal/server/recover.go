@@ -47,6 +47,7 @@ func (s *Server) Recover(ctx context.Context) error {
 		log.G(ctx).Error("load container records", "err", err)
 	}
 
+	s.holdImageVolumes(ctx, ctrRecs)
 	var jobs []func(context.Context)
 	pods := map[string]*podRecovery{}
 	for _, rec := range sbRecs {
@@ -377,6 +378,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 			log.G(ctx).Info("removed orphaned root filesystem", "pod", id)
 		}
 	}
+	s.collectImageVolumes(ctx)
 	for _, d := range dirs {
 		if !owned[d.Name()] {
 			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "sandboxes", d.Name())); err != nil {

@@ -33,6 +33,8 @@ type testEnv struct {
 	cg       *fakeCgroups
 	cfg      *config.Config
 	db       *store.DB
+	// images, if set, is the image store servers start with instead of img.
+	images ImageStore
 }
 
 // newTestEnv builds a server on fakes: none of it needs root.
@@ -89,12 +91,16 @@ func (e *testEnv) startServer(t *testing.T, fps *failpoint.Set) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var images ImageStore = e.img
+	if e.images != nil {
+		images = e.images
+	}
 	srv, err := New(Options{
 		Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns,
 		Runtimes:       e.runtimes,
 		Cgroups:        e.cg,
 		Failpoints:     fps,
-		Images:         e.img,
+		Images:         images,
 		PauseBinary:    "/nonexistent/podbay-pause",
 		StreamListener: streams,
 	})

@@ -37,6 +37,8 @@ type Mount struct {
 	// caller checks that the runtime handler supports it.
 	RecursiveReadOnly bool
 	Propagation       Propagation
+	// Options are more mount options (an image volume's nosuid, nodev).
+	Options []string
 }
 
 // setMounts fills s.Mounts from the base mounts, the sandbox's shm and
@@ -157,6 +159,7 @@ func criMount(m Mount) (specs.Mount, error) {
 		}
 		om.Options = append(om.Options, "rro")
 	}
+	om.Options = append(om.Options, m.Options...)
 	return om, nil
 }
 
