@@ -21,7 +21,9 @@ import (
 // pause container's cgroup on this host, with the
 // io.kubernetes.cri.sandbox-* annotations recorded in its spec. A resize
 // to a memory limit below the pod's usage, or with values out of range,
-// fails with its code and leaves every value as it was.
+// fails with its code and leaves every value as it was; so does one whose
+// sandbox container update the runtime refuses after the pod's cgroup was
+// written (undone).
 func TestUpdatePodSandboxResources(t *testing.T) {
 	e, images := newContainerEnv(t, "busybox")
 	parent := e.cgroupRoot + "/podresize"
@@ -114,6 +116,16 @@ func TestUpdatePodSandboxResources(t *testing.T) {
 		}
 		check("after a refused resize ("+tc.name+")", resized)
 	}
+	// The runtime (for vm, the shim's runc) refuses the sandbox
+	// container's update after the pod's cgroup grew: the cgroup gets its
+	// old values back.
+	e.failRuntime("update")
+	if err := resize(&runtimeapi.LinuxContainerResources{CpuQuota: 300000, MemoryLimitInBytes: 300 << 20}, nil); err == nil {
+		t.Error("resize succeeded with the runtime's update failing")
+	}
+	e.clearFailures()
+	check("after a resize whose sandbox container update failed", resized)
+
 	_, err := e.rt.UpdatePodSandboxResources(rpcCtx(t), &runtimeapi.UpdatePodSandboxResourcesRequest{
 		PodSandboxId: "0123456789abcdef0123", Resources: &runtimeapi.LinuxContainerResources{CpuQuota: 300000},
 	})
