@@ -147,12 +147,13 @@ func (r *Reader) planV1(rel string, l Limits) ([]planned, error) {
 						}
 						return writeValue(period, p)
 					}
-					return writeValue(quota, q)
+					return quotaV1(writeValue(quota, q))
 				}})
 		case l.CPUPeriod != 0:
 			plan = append(plan, plain(period, strconv.FormatUint(l.CPUPeriod, 10)))
 		case l.CPUQuota != 0:
-			plan = append(plan, plain(quota, strconv.FormatInt(l.CPUQuota, 10)))
+			q := []byte(strconv.FormatInt(l.CPUQuota, 10))
+			plan = append(plan, planned{file: quota, apply: func() error { return quotaV1(writeValue(quota, q)) }})
 		}
 	}
 	if l.MemoryLimit != 0 {
@@ -251,6 +252,16 @@ func (r *Reader) planV2(rel string, l Limits) ([]planned, error) {
 		plan = append(plan, plain(f, l.Unified[name]))
 	}
 	return plan, nil
+}
+
+// quotaV1 explains the EINVAL of a v1 cfs_quota_us write: the kernel keeps
+// a child's quota (per period) within its parent's, so a pod's quota cannot
+// go below one of its containers'; the kubelet resizes containers first.
+func quotaV1(err error) error {
+	if errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("%w (cgroup v1 refuses a quota below that of a cgroup inside: lower the containers' first): %w", err, errdefs.ErrFailedPrecondition)
+	}
+	return err
 }
 
 // controlFile returns dir/name, which must exist: a missing file is a
