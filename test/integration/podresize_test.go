@@ -72,29 +72,37 @@ func TestUpdatePodSandboxResources(t *testing.T) {
 	}
 	check("after the resize", resized)
 
-	// What the pod's status shows, and the spec a VM runtime reads.
-	_, info := e.status(t, pod.id)
-	cfg := &runtimeapi.PodSandboxConfig{}
-	if err := protojson.Unmarshal(info.Config, cfg); err != nil {
-		t.Fatal(err)
+	// What the pod's status shows, and the spec a VM runtime reads; a
+	// restarted daemon (SIGKILLed) reads them back.
+	checkStatus := func(when string) {
+		t.Helper()
+		_, info := e.status(t, pod.id)
+		cfg := &runtimeapi.PodSandboxConfig{}
+		if err := protojson.Unmarshal(info.Config, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if r, o := cfg.GetLinux().GetResources(), cfg.GetLinux().GetOverhead(); r.GetCpuQuota() != 200000 || o.GetMemoryLimitInBytes() != 16<<20 {
+			t.Errorf("%s: verbose status config: resources %v, overhead %v", when, r, o)
+		}
+		var spec struct {
+			Annotations map[string]string `json:"annotations"`
+		}
+		if err := json.Unmarshal(info.RuntimeSpec, &spec); err != nil {
+			t.Fatal(err)
+		}
+		if suiteRuntimeType == "vm" {
+			checkAnnotations(t, when+": sandbox", spec.Annotations, map[string]string{
+				"io.kubernetes.cri.sandbox-cpu-period": "100000",
+				"io.kubernetes.cri.sandbox-cpu-quota":  "200000",
+				"io.kubernetes.cri.sandbox-cpu-shares": "1024",
+				"io.kubernetes.cri.sandbox-memory":     fmt.Sprint(256 << 20),
+			}, nil)
+		}
 	}
-	if r, o := cfg.GetLinux().GetResources(), cfg.GetLinux().GetOverhead(); r.GetCpuQuota() != 200000 || o.GetMemoryLimitInBytes() != 16<<20 {
-		t.Errorf("verbose status config: resources %v, overhead %v", r, o)
-	}
-	var spec struct {
-		Annotations map[string]string `json:"annotations"`
-	}
-	if err := json.Unmarshal(info.RuntimeSpec, &spec); err != nil {
-		t.Fatal(err)
-	}
-	if suiteRuntimeType == "vm" {
-		checkAnnotations(t, "sandbox after resize", spec.Annotations, map[string]string{
-			"io.kubernetes.cri.sandbox-cpu-period": "100000",
-			"io.kubernetes.cri.sandbox-cpu-quota":  "200000",
-			"io.kubernetes.cri.sandbox-cpu-shares": "1024",
-			"io.kubernetes.cri.sandbox-memory":     fmt.Sprint(256 << 20),
-		}, nil)
-	}
+	checkStatus("after the resize")
+	e.restart("")
+	checkStatus("after a restart")
+	check("after a restart", resized)
 
 	// 48 MiB in the app's /dev/shm (tmpfs, charged to the app's memory
 	// cgroup, inside the pod's): 16 MiB plus the 16 MiB overhead is below
