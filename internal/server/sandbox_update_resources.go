@@ -142,16 +142,19 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		}
 	}
 
+	if err := s.hit(ctx, "resize.persist"); err != nil {
+		return nil, err
+	}
 	raw, err := protojson.Marshal(newCfg)
 	if err != nil {
 		return nil, fmt.Errorf("encode sandbox config: %w", err)
 	}
-	newRec := rec
-	newRec.Config = raw
-	if err := s.save(newRec); err != nil {
+	prevRaw := rec.Config
+	rec = sb.Update(func(r *sandbox.Record) { r.Config = raw })
+	if err := s.save(rec); err != nil {
+		sb.Update(func(r *sandbox.Record) { r.Config = prevRaw })
 		return nil, err
 	}
-	rec = sb.Update(func(r *sandbox.Record) { r.Config = raw })
 	if err := s.nri.PostUpdatePodSandbox(ctx, s.nriPod(rec)); err != nil {
 		log.G(ctx).Warn("NRI PostUpdatePodSandbox", "err", err)
 	}

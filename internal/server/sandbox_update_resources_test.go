@@ -241,6 +241,25 @@ func TestUpdatePodSandboxResourcesRollback(t *testing.T) {
 	}
 }
 
+// A failure after both steps (persisting the record) undoes both.
+func TestUpdatePodSandboxResourcesPersistFails(t *testing.T) {
+	e := newTestEnv(t, "resize.persist=error")
+	pod := e.resizablePod(t, "web", "", podCgroupParent)
+	err := e.resize(pod, &runtimeapi.LinuxContainerResources{CpuQuota: 80000, MemoryLimitInBytes: 256 << 20}, nil)
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("resize with a failing persist: %v", err)
+	}
+	if _, ok := e.cg.limitsOf(podCgroupParent); ok {
+		t.Error("the pod cgroup keeps the new limits after a failed persist")
+	}
+	if u := e.rt.updates[pod]; u == nil || *u.CPU.Quota != 50000 || *u.Memory.Limit != 128<<20 {
+		t.Errorf("sandbox container left at %+v, want the old totals back", u)
+	}
+	if res, _ := e.storedResources(t, pod); res.GetCpuQuota() != 50000 {
+		t.Errorf("stored quota %d after a failed persist", res.GetCpuQuota())
+	}
+}
+
 func TestUpdatePodSandboxResourcesVM(t *testing.T) {
 	e := newTestEnv(t, "")
 	vm := &fakeVMRuntime{fakeRuntime: newFakeRuntime()}

@@ -24,6 +24,8 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	return r.update(ctx, id, res, nil)
 }
 
+var _ runtime.SandboxUpdater = (*Runtime)(nil)
+
 // UpdateSandbox is Update for a pod's sandbox container, with the pod's
 // resource totals as annotations (runtime.SandboxUpdater): the shim gets
 // them in the task update's annotations, as containerd passes them to
