@@ -14,7 +14,7 @@
 // Reading is most of the package; creating and joining a container's
 // cgroups is the OCI runtime's job. The writers in hierarchy.go place a
 // runtime's monitor process in a cgroup and remove a container cgroup its
-// runtime lost track of.
+// runtime lost track of; SetLimits (limits.go) resizes a pod's cgroup.
 package cgroups
 
 import (

@@ -151,6 +151,10 @@ type fakeCgroups struct {
 	mu    sync.Mutex
 	stats map[string]*cgroups.Stats // by path
 	oom   map[string]bool
+	// limits are the pod cgroups' limits SetLimits wrote, by path;
+	// limitErr fails SetLimits.
+	limits   map[string]cgroups.Limits
+	limitErr error
 }
 
 func newFakeCgroups() *fakeCgroups {

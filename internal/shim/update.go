@@ -21,6 +21,20 @@ import (
 // errdefs.ErrNotFound, a stopped container errdefs.ErrFailedPrecondition;
 // when the shim refuses the values, config.json is not changed.
 func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResources) error {
+	return r.update(ctx, id, res, nil)
+}
+
+var _ runtime.SandboxUpdater = (*Runtime)(nil)
+
+// UpdateSandbox is Update for a pod's sandbox container, with the pod's
+// resource totals as annotations (runtime.SandboxUpdater): the shim gets
+// them in the task update's annotations, as containerd passes them to
+// Kata, and config.json records them.
+func (r *Runtime) UpdateSandbox(ctx context.Context, id string, res *specs.LinuxResources, annotations map[string]string) error {
+	return r.update(ctx, id, res, annotations)
+}
+
+func (r *Runtime) update(ctx context.Context, id string, res *specs.LinuxResources, annotations map[string]string) error {
 	c, err := r.lookup(ctx, id)
 	if err != nil {
 		return fmt.Errorf("update container: %w", err)
@@ -35,7 +49,7 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	}
 	cctx, cancel := r.commandContext(ctx)
 	defer cancel()
-	if _, err := tasks.Update(cctx, &taskapi.UpdateTaskRequest{ID: id, Resources: &anypb.Any{TypeUrl: resourcesURL, Value: data}}); err != nil {
+	if _, err := tasks.Update(cctx, &taskapi.UpdateTaskRequest{ID: id, Resources: &anypb.Any{TypeUrl: resourcesURL, Value: data}, Annotations: annotations}); err != nil {
 		err = rpcError(err)
 		if _, exited := c.exitStatus(); exited {
 			return fmt.Errorf("update container %s: container is stopped: %w: %w", id, err, errdefs.ErrFailedPrecondition)
@@ -46,6 +60,9 @@ func (r *Runtime) Update(ctx context.Context, id string, res *specs.LinuxResourc
 	// failure here leaves the two apart until the caller's retry.
 	if err := runtime.UpdateSpecResources(filepath.Join(bundle, "config.json"), data); err != nil {
 		return fmt.Errorf("update container %s: record resources in config.json: %w", id, err)
+	}
+	if err := runtime.UpdateSpecAnnotations(filepath.Join(bundle, "config.json"), annotations); err != nil {
+		return fmt.Errorf("update container %s: record annotations in config.json: %w", id, err)
 	}
 	log.G(ctx).Debug("container resources updated", "id", id)
 	return nil

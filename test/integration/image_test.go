@@ -835,7 +835,9 @@ func TestImageFsInfo(t *testing.T) {
 	e.start("")
 	e.waitPauseImage(t)
 
-	before := e.imageFs(t)
+	// The pause image is listed before its import has cleaned up its
+	// staging files: measure once the usage has settled.
+	before := e.settledImageFs(t)
 	e.pullImage(t, r.Reference("test/busybox:latest"), nil)
 	after := e.imageFs(t)
 	if mp := after.GetFsId().GetMountpoint(); mp != e.storageRoot && mp != mountPointOf(t, e.storageRoot) {
@@ -863,6 +865,22 @@ func (e *env) imageFs(t *testing.T) *runtimeapi.FilesystemUsage {
 		t.Fatalf("ImageFsInfo: %d filesystems, want 1", len(resp.ImageFilesystems))
 	}
 	return resp.ImageFilesystems[0]
+}
+
+// settledImageFs is ImageFsInfo once two readings 200 ms apart agree (at
+// most 10 s), so that work still in flight in the store is not measured.
+func (e *env) settledImageFs(t *testing.T) *runtimeapi.FilesystemUsage {
+	t.Helper()
+	prev := e.imageFs(t)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		cur := e.imageFs(t)
+		if cur.GetUsedBytes().GetValue() == prev.GetUsedBytes().GetValue() && cur.GetInodesUsed().GetValue() == prev.GetInodesUsed().GetValue() {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
 }
 
 // mountPointOf is the mount point of the filesystem holding path.

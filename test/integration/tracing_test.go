@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -55,6 +56,12 @@ func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceService
 		}
 	}
 	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (c *collector) serviceNames() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.services)
 }
 
 func (c *collector) all() []*tracepb.Span {
@@ -135,8 +142,8 @@ func TestTracingExportsRPCSpans(t *testing.T) {
 	}
 	e.stop() // flushes the spans still queued
 
-	if !col.services["podbayd"] {
-		t.Errorf("no spans of service podbayd; services %v", col.services)
+	if services := col.serviceNames(); !services["podbayd"] {
+		t.Errorf("no spans of service podbayd; services %v", services)
 	}
 	for _, tc := range []struct {
 		method string

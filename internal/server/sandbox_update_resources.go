@@ -1,0 +1,351 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/annotations"
+	"github.com/podbay/podbay/internal/cgroups"
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/specgen"
+	"github.com/podbay/podbay/internal/undo"
+)
+
+// PodCgroupWriter sets a pod cgroup's limits; *cgroups.Reader implements
+// it (SetLimits), and the server finds it on Options.Cgroups.
+type PodCgroupWriter interface {
+	SetLimits(path string, l cgroups.Limits) (restore func() error, err error)
+}
+
+// UpdatePodSandboxResources applies a pod's new resource totals (in-place
+// pod resize, KEP-1287). The kubelet sends it after resizing the pod's
+// cgroup itself; podbay applies the values where they are enforced for
+// the whole pod, so that a runtime driven without the kubelet's cgroup
+// manager (or a VM runtime, which sizes its VM from them) follows too:
+//
+//   - the pod's own cgroup (its cgroup parent, when the kubelet gave one:
+//     it holds the pause container and every container) gets the totals
+//     plus the overhead: cpu shares, quota and period, memory limit,
+//     hugepages, unified (v2);
+//   - the sandbox container gets the totals, as at create: through runc
+//     for oci handlers, through the shim's task Update with the
+//     io.kubernetes.cri.sandbox-* annotations for vm handlers (Kata sizes
+//     the VM from them);
+//   - the stored PodSandboxConfig gets the new resources and overhead, so
+//     verbose PodSandboxStatus, NRI and a restarted daemon see them.
+//
+// NRI plugins are asked first (UpdatePodSandbox) and may refuse. A step
+// that fails undoes the steps before it and the RPC fails: the kubelet
+// treats the call as best effort, but a resize that did not happen must
+// not look as if it did.
+func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (_ *runtimeapi.UpdatePodSandboxResourcesResponse, retErr error) {
+	sb, err := s.index.Get(req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	res, over := req.GetResources(), req.GetOverhead()
+	if err := s.checkPodResources("resources", res); err != nil {
+		return nil, err
+	}
+	if err := s.checkPodResources("overhead", over); err != nil {
+		return nil, err
+	}
+	if res == nil && over == nil {
+		return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
+	}
+
+	sb.OpMu.Lock()
+	defer sb.OpMu.Unlock()
+	if !s.index.Has(sb.ID) {
+		return nil, fmt.Errorf("sandbox %s: %w", sb.ID, errdefs.ErrNotFound)
+	}
+	rec := sb.Record()
+	if rec.Phase != sandbox.PhaseReady {
+		return nil, fmt.Errorf("pod %s is %s, not ready: %w", sb.ID, rec.Phase, errdefs.ErrFailedPrecondition)
+	}
+	rc := s.current().cfg.Runtimes[rec.RuntimeHandler]
+	rt, err := s.runtimeFor(rec.RuntimeHandler)
+	if err != nil {
+		return nil, err
+	}
+	podCgroup := s.podCgroup(rec)
+	writer, _ := s.cgroups.(PodCgroupWriter)
+	switch {
+	case podCgroup == "" && rc.Type != config.TypeVM:
+		return nil, fmt.Errorf("pod %s has no cgroup of its own (it was run without linux.cgroup_parent, so its containers share %s with other pods): %w",
+			sb.ID, rec.CgroupParent, errdefs.ErrFailedPrecondition)
+	case podCgroup != "" && writer == nil:
+		return nil, fmt.Errorf("pod %s: cgroups are not available to this daemon: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	}
+
+	oldCfg := &runtimeapi.PodSandboxConfig{}
+	if len(rec.Config) > 0 {
+		if err := protojson.Unmarshal(rec.Config, oldCfg); err != nil {
+			return nil, fmt.Errorf("decode sandbox config: %w", err)
+		}
+	}
+	newCfg := proto.Clone(oldCfg).(*runtimeapi.PodSandboxConfig)
+	if newCfg.Linux == nil {
+		newCfg.Linux = &runtimeapi.LinuxPodSandboxConfig{}
+	}
+	if res != nil {
+		newCfg.Linux.Resources = res
+	}
+	if over != nil {
+		newCfg.Linux.Overhead = over
+	}
+
+	if err := s.nri.UpdatePodSandbox(ctx, s.nriPod(rec), s.ociResources(over), s.ociResources(res)); err != nil {
+		return nil, err
+	}
+
+	cgroupStep := func(ctx context.Context) (func(context.Context) error, error) {
+		if podCgroup == "" {
+			return nil, nil
+		}
+		restore, err := writer.SetLimits(podCgroup, podLimits(newCfg.Linux.Resources, newCfg.Linux.Overhead))
+		if err != nil {
+			return nil, fmt.Errorf("update pod cgroup: %w", err)
+		}
+		return func(context.Context) error { return restore() }, nil
+	}
+	sandboxStep := func(ctx context.Context) (func(context.Context) error, error) {
+		if res == nil {
+			return nil, nil
+		}
+		return s.updateSandboxContainer(ctx, rt, rec, res)
+	}
+	// The kernel keeps a v1 child's CFS quota within its parent's: when
+	// the pod shrinks, the sandbox container's limit goes down first.
+	steps := []func(context.Context) (func(context.Context) error, error){cgroupStep, sandboxStep}
+	if shrinks(oldCfg.GetLinux().GetResources(), res) {
+		steps[0], steps[1] = sandboxStep, cgroupStep
+	}
+	for _, step := range steps {
+		restore, err := step(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if restore != nil {
+			defer undo.OnError(ctx, &retErr, "restore pod resources", restore)
+		}
+	}
+
+	if err := s.hit(ctx, "resize.persist"); err != nil {
+		return nil, err
+	}
+	raw, err := protojson.Marshal(newCfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode sandbox config: %w", err)
+	}
+	prevRaw := rec.Config
+	rec = sb.Update(func(r *sandbox.Record) { r.Config = raw })
+	if err := s.save(rec); err != nil {
+		sb.Update(func(r *sandbox.Record) { r.Config = prevRaw })
+		return nil, err
+	}
+	if err := s.nri.PostUpdatePodSandbox(ctx, s.nriPod(rec)); err != nil {
+		log.G(ctx).Warn("NRI PostUpdatePodSandbox", "err", err)
+	}
+	log.G(ctx).Info("pod resources updated", "cgroup", podCgroup)
+	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
+}
+
+// podCgroup is the cgroup of rec's pod alone: its cgroup parent when the
+// kubelet gave one, "" when the pod runs under the daemon's default
+// parent, which it shares with other pods (the rule PodSandboxStats
+// follows).
+func (s *Server) podCgroup(rec sandbox.Record) string {
+	if rec.CgroupParent == "" || rec.CgroupParent == s.cfg.DefaultCgroupParent {
+		return ""
+	}
+	return rec.CgroupParent
+}
+
+// checkPodResources refuses values the kernel would refuse, as
+// CreateContainer does (specgen.CheckResources), and cgroup v2 settings
+// on a v1 host.
+func (s *Server) checkPodResources(what string, r *runtimeapi.LinuxContainerResources) error {
+	if r == nil {
+		return nil
+	}
+	if _, err := specgen.LinuxResources(containerResources(r), s.host); err != nil {
+		return fmt.Errorf("pod %s: %w", what, err)
+	}
+	return nil
+}
+
+// podLimits are the pod cgroup's limits: the containers' totals plus the
+// pod's overhead, as the kubelet sizes a pod cgroup. Zero is unset (the
+// value in place stays); a negative quota or memory limit is no limit.
+func podLimits(res, over *runtimeapi.LinuxContainerResources) cgroups.Limits {
+	l := cgroups.Limits{CPUPeriod: uint64(res.GetCpuPeriod()), Unified: res.GetUnified()}
+	if l.CPUPeriod == 0 {
+		l.CPUPeriod = uint64(over.GetCpuPeriod())
+	}
+	if v := res.GetCpuShares(); v > 0 {
+		l.CPUShares = uint64(v + max(over.GetCpuShares(), 0))
+	}
+	l.CPUQuota = addLimit(res.GetCpuQuota(), over.GetCpuQuota())
+	l.MemoryLimit = addLimit(res.GetMemoryLimitInBytes(), over.GetMemoryLimitInBytes())
+	for _, h := range res.GetHugepageLimits() {
+		if l.Hugepages == nil {
+			l.Hugepages = map[string]uint64{}
+		}
+		l.Hugepages[h.GetPageSize()] += h.GetLimit()
+	}
+	if len(l.Hugepages) > 0 {
+		for _, h := range over.GetHugepageLimits() {
+			if _, ok := l.Hugepages[h.GetPageSize()]; ok {
+				l.Hugepages[h.GetPageSize()] += h.GetLimit()
+			}
+		}
+	}
+	return l
+}
+
+// addLimit adds an overhead to a limit: unset and unlimited stay so.
+func addLimit(v, overhead int64) int64 {
+	switch {
+	case v > 0:
+		return v + max(overhead, 0)
+	case v < 0:
+		return -1
+	}
+	return 0
+}
+
+// shrinks reports whether res lowers the CPU quota of old.
+func shrinks(old, res *runtimeapi.LinuxContainerResources) bool {
+	q := res.GetCpuQuota()
+	return q > 0 && (old.GetCpuQuota() <= 0 || q < old.GetCpuQuota())
+}
+
+// updateSandboxContainer gives the sandbox container the pod's new
+// totals, as SandboxSpec gave them at create, and returns the undo that
+// puts back the values its config.json held.
+func (s *Server) updateSandboxContainer(ctx context.Context, rt runtime.Runtime, rec sandbox.Record, res *runtimeapi.LinuxContainerResources) (func(context.Context) error, error) {
+	next := sandboxResources(res.GetCpuShares(), res.GetCpuQuota(), res.GetCpuPeriod(), res.GetMemoryLimitInBytes())
+	if next.CPU == nil && next.Memory == nil {
+		return nil, nil
+	}
+	spec, err := runtime.ReadSpec(filepath.Join(rec.Dir, "bundle"))
+	if err != nil {
+		return nil, fmt.Errorf("read sandbox spec: %w", err)
+	}
+	prev := previousResources(spec, next)
+	var prevAnn map[string]string
+	upd, isVM := rt.(runtime.SandboxUpdater)
+	if isVM {
+		prevAnn = map[string]string{}
+		for _, k := range []string{annotations.SandboxCPUPeriod, annotations.SandboxCPUQuota, annotations.SandboxCPUShares, annotations.SandboxMemory} {
+			prevAnn[k] = spec.Annotations[k]
+		}
+		ann := map[string]string{
+			annotations.SandboxCPUPeriod: strconv.FormatInt(res.GetCpuPeriod(), 10),
+			annotations.SandboxCPUQuota:  strconv.FormatInt(res.GetCpuQuota(), 10),
+			annotations.SandboxCPUShares: strconv.FormatInt(res.GetCpuShares(), 10),
+			annotations.SandboxMemory:    strconv.FormatInt(res.GetMemoryLimitInBytes(), 10),
+		}
+		err = upd.UpdateSandbox(ctx, rec.ID, next, ann)
+	} else {
+		err = rt.Update(ctx, rec.ID, next)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update sandbox container: %w", err)
+	}
+	return func(ctx context.Context) error {
+		if isVM {
+			return upd.UpdateSandbox(ctx, rec.ID, prev, prevAnn)
+		}
+		return rt.Update(ctx, rec.ID, prev)
+	}, nil
+}
+
+// sandboxResources are the sandbox container's limits for the pod's
+// totals: the values set (a negative quota or memory limit is no limit).
+func sandboxResources(shares, quota, period, memory int64) *specs.LinuxResources {
+	out := &specs.LinuxResources{}
+	if shares > 0 || quota != 0 || period > 0 {
+		out.CPU = &specs.LinuxCPU{}
+		if shares > 0 {
+			v := uint64(shares)
+			out.CPU.Shares = &v
+		}
+		if quota != 0 {
+			v := max(quota, -1)
+			out.CPU.Quota = &v
+		}
+		if period > 0 {
+			v := uint64(period)
+			out.CPU.Period = &v
+		}
+	}
+	if memory != 0 {
+		v := max(memory, -1)
+		out.Memory = &specs.LinuxMemory{Limit: &v}
+	}
+	return out
+}
+
+// previousResources are the values of spec's resources that next
+// changes; where spec had none, the kernel's defaults (no limit, 1024
+// shares, a 100ms period).
+func previousResources(spec *specs.Spec, next *specs.LinuxResources) *specs.LinuxResources {
+	var cur specs.LinuxResources
+	if spec.Linux != nil && spec.Linux.Resources != nil {
+		cur = *spec.Linux.Resources
+	}
+	pick := func(p *int64, def int64) int64 {
+		if p != nil {
+			return *p
+		}
+		return def
+	}
+	pickU := func(p *uint64, def uint64) uint64 {
+		if p != nil {
+			return *p
+		}
+		return def
+	}
+	out := &specs.LinuxResources{}
+	if next.CPU != nil {
+		var c specs.LinuxCPU
+		if cur.CPU != nil {
+			c = *cur.CPU
+		}
+		out.CPU = &specs.LinuxCPU{}
+		if next.CPU.Shares != nil {
+			v := pickU(c.Shares, 1024)
+			out.CPU.Shares = &v
+		}
+		if next.CPU.Quota != nil {
+			v := pick(c.Quota, -1)
+			out.CPU.Quota = &v
+		}
+		if next.CPU.Period != nil {
+			v := pickU(c.Period, 100000)
+			out.CPU.Period = &v
+		}
+	}
+	if next.Memory != nil {
+		var limit *int64
+		if cur.Memory != nil {
+			limit = cur.Memory.Limit
+		}
+		v := pick(limit, -1)
+		out.Memory = &specs.LinuxMemory{Limit: &v}
+	}
+	return out
+}
