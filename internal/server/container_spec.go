@@ -175,7 +175,7 @@ func (s *Server) privilegedDevices(requested []specgen.Device) ([]specgen.Device
 func criEnv(kvs []*runtimeapi.KeyValue) []specgen.KeyValue {
 	var env []specgen.KeyValue
 	for _, kv := range kvs {
-		env = append(env, specgen.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
+		env = append(env, specgen.KeyValue{Key: kv.GetKey(), Value: string(kv.GetValue())})
 	}
 	return env
 }

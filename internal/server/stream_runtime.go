@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 

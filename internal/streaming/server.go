@@ -2,7 +2,7 @@
 // PortForward: the RPCs return a URL on this server, and the client
 // (crictl, or the kubelet proxying kubectl) connects to it with SPDY or
 // WebSocket. The protocol is the kubelet's own streaming server
-// (k8s.io/kubelet/pkg/cri/streaming); this package adds the lifecycle
+// (k8s.io/cri-streaming/pkg/streaming); this package adds the lifecycle
 // around it and tells a Runtime when a client has gone.
 //
 // The kubelet's server passes each exec and attach the HTTP request's
@@ -26,12 +26,12 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	kstreaming "k8s.io/kubelet/pkg/cri/streaming"
+	kstreaming "k8s.io/cri-streaming/pkg/streaming"
 
 	"github.com/podbay/podbay/internal/log"
 )
 
-// Runtime runs the sessions: see k8s.io/kubelet/pkg/cri/streaming. Exec
+// Runtime runs the sessions: see k8s.io/cri-streaming/pkg/streaming. Exec
 // and Attach get a context that ends when the client's connection is
 // closed; PortForward over SPDY gets a context that never ends (the
 // kubelet's code passes context.Background) and must notice the end of
