@@ -85,7 +85,8 @@ type Record struct {
 	// User is the identity the container's process runs as, as resolved
 	// at create (image user, run_as_*, supplemental groups and policy).
 	User *User `json:"user,omitempty"`
-	// StopSignal is the image's stop signal ("" = SIGTERM).
+	// StopSignal is the container config's stop signal, else the
+	// image's ("" = SIGTERM).
 	StopSignal string `json:"stopSignal,omitempty"`
 	Pid        int    `json:"pid,omitempty"`
 	// RuntimeCreated is set just before the runtime is asked to create the

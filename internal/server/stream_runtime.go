@@ -10,8 +10,8 @@ import (
 	"syscall"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/podbay/podbay/internal/log"
