@@ -203,7 +203,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
-	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images})
+	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor})
 	return s, nil
 }
 

@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"fmt"
+	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,5 +93,131 @@ func TestCRIAPIImageIDs(t *testing.T) {
 	}
 	e.removeContainer(t, id)
 	e.stopAndRemove(t, pod.id)
+	e.assertNoLeaks(t)
+}
+
+// recvAll reads a list stream to its end; every response must hold at
+// least one item.
+func recvAll[R any, T any](t *testing.T, name string, recv func() (R, error), items func(R) []T) ([]T, error) {
+	t.Helper()
+	var out []T
+	for {
+		r, err := recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		its := items(r)
+		if len(its) == 0 {
+			t.Errorf("%s: a response with no items", name)
+		}
+		out = append(out, its...)
+	}
+}
+
+func sortedIDs[T any](items []T, id func(T) string) []string {
+	var ids []string
+	for _, it := range items {
+		ids = append(ids, id(it))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestCRIAPIListStreaming: the KEP-5825 Stream* RPCs return exactly what
+// their List* return, filters included.
+func TestCRIAPIListStreaming(t *testing.T) {
+	e, images := newContainerEnv(t, "busybox")
+	ctx := rpcCtx(t)
+	pod1 := e.runTestPod(t, "lsa")
+	pod2 := e.runTestPod(t, "lsb")
+	var ctrs []string
+	for i, p := range []testPod{pod1, pod1, pod2} {
+		id, _ := e.runContainer(t, p, containerConfig(fmt.Sprintf("c%d", i), images.ref("busybox"), ctrCommand("sleep", "1000")))
+		ctrs = append(ctrs, id)
+	}
+
+	sbStream, err := e.rt.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbs, err := recvAll(t, "StreamPodSandboxes", sbStream.Recv, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes)
+	if err != nil {
+		t.Fatalf("StreamPodSandboxes: %v", err)
+	}
+	list, err := e.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podID := (*runtimeapi.PodSandbox).GetId
+	if got, want := sortedIDs(sbs, podID), sortedIDs(list.Items, podID); !slices.Equal(got, want) || len(got) != 2 {
+		t.Errorf("StreamPodSandboxes %v, ListPodSandbox %v (want the 2 pods)", got, want)
+	}
+
+	cStream, err := e.rt.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: pod1.id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := recvAll(t, "StreamContainers", cStream.Recv, (*runtimeapi.StreamContainersResponse).GetContainers)
+	ctrID := (*runtimeapi.Container).GetId
+	if want := sortedIDs(ctrs[:2], func(s string) string { return s }); err != nil || !slices.Equal(sortedIDs(cs, ctrID), want) {
+		t.Errorf("StreamContainers of pod 1: %v %v, want %v", sortedIDs(cs, ctrID), err, want)
+	}
+
+	csStream, err := e.rt.StreamContainerStats(ctx, &runtimeapi.StreamContainerStatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := recvAll(t, "StreamContainerStats", csStream.Recv, (*runtimeapi.StreamContainerStatsResponse).GetContainerStats)
+	statID := func(s *runtimeapi.ContainerStats) string { return s.GetAttributes().GetId() }
+	if want := sortedIDs(ctrs, func(s string) string { return s }); err != nil || !slices.Equal(sortedIDs(stats, statID), want) {
+		t.Errorf("StreamContainerStats: %v %v, want %v", sortedIDs(stats, statID), err, want)
+	}
+
+	psStream, err := e.rt.StreamPodSandboxStats(ctx, &runtimeapi.StreamPodSandboxStatsRequest{Filter: &runtimeapi.PodSandboxStatsFilter{Id: pod2.id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pstats, err := recvAll(t, "StreamPodSandboxStats", psStream.Recv, (*runtimeapi.StreamPodSandboxStatsResponse).GetPodSandboxStats)
+	if err != nil || len(pstats) != 1 || pstats[0].GetAttributes().GetId() != pod2.id {
+		t.Errorf("StreamPodSandboxStats of pod 2: %v %v", pstats, err)
+	}
+
+	iStream, err := e.img.StreamImages(ctx, &runtimeapi.StreamImagesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := recvAll(t, "StreamImages", iStream.Recv, (*runtimeapi.StreamImagesResponse).GetImages)
+	ilist, lerr := e.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	imgID := (*runtimeapi.Image).GetId
+	if err != nil || lerr != nil || !slices.Equal(sortedIDs(imgs, imgID), sortedIDs(ilist.GetImages(), imgID)) || !slices.Contains(sortedIDs(imgs, imgID), images.ids["busybox"]) {
+		t.Errorf("StreamImages %v (%v), ListImages %v (%v)", sortedIDs(imgs, imgID), err, sortedIDs(ilist.GetImages(), imgID), lerr)
+	}
+
+	// A filter naming nothing: the stream ends with no response.
+	none, err := e.rt.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: "nonexistent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := none.Recv(); err != io.EOF {
+		t.Errorf("StreamContainers of no container: %v %v, want EOF", r, err)
+	}
+
+	// StreamPodSandboxMetrics answers as ListPodSandboxMetrics does.
+	_, lerr = e.rt.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
+	mStream, err := e.rt.StreamPodSandboxMetrics(ctx, &runtimeapi.StreamPodSandboxMetricsRequest{})
+	if err == nil {
+		_, err = recvAll(t, "StreamPodSandboxMetrics", mStream.Recv, (*runtimeapi.StreamPodSandboxMetricsResponse).GetPodSandboxMetrics)
+	}
+	if code(err) != code(lerr) {
+		t.Errorf("StreamPodSandboxMetrics: %v; ListPodSandboxMetrics: %v", err, lerr)
+	}
+
+	for _, id := range ctrs {
+		e.removeContainer(t, id)
+	}
+	e.stopAndRemove(t, pod1.id, pod2.id)
 	e.assertNoLeaks(t)
 }
