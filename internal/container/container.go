@@ -40,6 +40,8 @@ type Mount struct {
 	Readonly       bool   `json:"readonly,omitempty"`
 	Propagation    string `json:"propagation,omitempty"`
 	SelinuxRelabel bool   `json:"selinuxRelabel,omitempty"`
+	// Options are the CRI mount_options.
+	Options []string `json:"options,omitempty"`
 }
 
 // User is a container process's identity.

@@ -145,6 +145,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		rec.Mounts = append(rec.Mounts, container.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
 			Propagation: m.GetPropagation().String(), SelinuxRelabel: m.GetSelinuxRelabel(),
+			Options: m.GetMountOptions(),
 		})
 	}
 	c := container.New(rec)
@@ -269,6 +270,11 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	}
 	if _, err := criStopSignal(cfg.GetStopSignal()); err != nil {
 		return err
+	}
+	for _, m := range cfg.GetMounts() {
+		if err := specgen.CheckMountOptions(m.GetMountOptions()); err != nil {
+			return err
+		}
 	}
 	if _, err := requestedCDIDevices(cfg); err != nil {
 		return err

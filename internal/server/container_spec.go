@@ -99,7 +99,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		}
 		c.Mounts = append(c.Mounts, specgen.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: src, Readonly: m.GetReadonly(),
-			Propagation: propagation(m.GetPropagation()),
+			Propagation: propagation(m.GetPropagation()), Options: m.GetMountOptions(),
 		})
 	}
 	for _, d := range cfg.GetDevices() {

@@ -58,8 +58,8 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	for _, m := range rec.Mounts {
 		st.Mounts = append(st.Mounts, &runtimeapi.Mount{
 			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.Readonly,
-			SelinuxRelabel: m.SelinuxRelabel,
-			Propagation:    runtimeapi.MountPropagation(runtimeapi.MountPropagation_value[m.Propagation]),
+			SelinuxRelabel: m.SelinuxRelabel, MountOptions: m.Options,
+			Propagation: runtimeapi.MountPropagation(runtimeapi.MountPropagation_value[m.Propagation]),
 		})
 	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}

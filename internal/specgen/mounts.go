@@ -32,6 +32,8 @@ type Mount struct {
 	HostPath      string
 	Readonly      bool
 	Propagation   Propagation
+	// Options are the CRI mount_options, see CheckMountOptions.
+	Options []string
 }
 
 // setMounts fills s.Mounts from the base mounts, the sandbox's shm and
@@ -139,7 +141,12 @@ func criMount(m Mount) (specs.Mount, error) {
 	if !slices.Contains([]Propagation{PropagationPrivate, PropagationHostToContainer, PropagationBidirectional}, p) {
 		return specs.Mount{}, fmt.Errorf("mount %q -> %q: propagation %q: %w", m.HostPath, dest, m.Propagation, errdefs.ErrInvalidArgument)
 	}
-	return bindMount(m.HostPath, dest, m.Readonly, p), nil
+	if err := CheckMountOptions(m.Options); err != nil {
+		return specs.Mount{}, fmt.Errorf("mount %q -> %q: %w", m.HostPath, dest, err)
+	}
+	om := bindMount(m.HostPath, dest, m.Readonly, p)
+	om.Options = withMountOptions(om.Options, m.Options)
+	return om, nil
 }
 
 // procMountable are the paths inside /proc runc lets a mount cover: the

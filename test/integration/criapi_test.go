@@ -3,7 +3,10 @@ package integration
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +222,59 @@ func TestCRIAPIListStreaming(t *testing.T) {
 		e.removeContainer(t, id)
 	}
 	e.stopAndRemove(t, pod1.id, pod2.id)
+	e.assertNoLeaks(t)
+}
+
+// TestCRIAPIMountOptions: Mount.mount_options reach the bind mount
+// (noexec stops a program on it), ContainerStatus reports them, an
+// option podbay does not take is refused, and RuntimeFeatures says so.
+func TestCRIAPIMountOptions(t *testing.T) {
+	e, images := newContainerEnv(t, "busybox")
+	ctx := rpcCtx(t)
+	st, err := e.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil || !st.GetFeatures().GetMountOptions() {
+		t.Errorf("Status: features %v (%v), want mount_options", st.GetFeatures(), err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pod := e.runTestPod(t, "mntopts")
+	mount := func(opts ...string) ctrMod {
+		return func(c *runtimeapi.ContainerConfig) {
+			c.Mounts = append(c.Mounts, &runtimeapi.Mount{HostPath: dir, ContainerPath: "/m", MountOptions: opts})
+		}
+	}
+	plain, _ := e.runContainer(t, pod, containerConfig("plain", images.ref("busybox"), ctrCommand("sleep", "1000"), mount()))
+	if out := e.execOutput(t, plain, "/m/run.sh"); !strings.Contains(out, "ran") {
+		t.Errorf("without options, /m/run.sh: %q, want it to run", out)
+	}
+	noexec, _ := e.runContainer(t, pod, containerConfig("noexec", images.ref("busybox"), ctrCommand("sleep", "1000"), mount("noexec", "nodev", "nosuid")))
+	if r := e.execSync(t, noexec, 10, "sh", "-c", "/m/run.sh"); r.ExitCode != 126 {
+		t.Errorf("with noexec, /m/run.sh: exit %d %q, want 126 (not executable)", r.ExitCode, r.Stdout)
+	}
+	mi := e.execOutput(t, noexec, "cat", "/proc/self/mountinfo")
+	var line string
+	for _, l := range strings.Split(mi, "\n") {
+		if f := strings.Fields(l); len(f) > 5 && f[4] == "/m" {
+			line = l
+		}
+	}
+	for _, o := range []string{"noexec", "nodev", "nosuid"} {
+		if !strings.Contains(line, o) {
+			t.Errorf("mountinfo of /m %q lacks %s", line, o)
+		}
+	}
+	cs, _ := e.containerStatus(t, noexec)
+	if len(cs.Mounts) != 1 || !slices.Equal(cs.Mounts[0].MountOptions, []string{"noexec", "nodev", "nosuid"}) {
+		t.Errorf("ContainerStatus mounts %v, want mount_options noexec nodev nosuid", cs.Mounts)
+	}
+	bad := containerConfig("bad", images.ref("busybox"), ctrCommand("sleep", "1000"), mount("rw", "exec"))
+	if _, err := e.tryCreateContainer(ctx, pod, bad); code(err) != codes.InvalidArgument {
+		t.Errorf("mount_options rw,exec: %v, want InvalidArgument", err)
+	}
+	e.removeContainer(t, plain)
+	e.removeContainer(t, noexec)
+	e.stopAndRemove(t, pod.id)
 	e.assertNoLeaks(t)
 }
