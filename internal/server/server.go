@@ -191,9 +191,15 @@ func New(opts Options) (*Server, error) {
 	s.live.Store(&liveConfig{cfg: opts.Config, runtimes: maps.Clone(opts.Runtimes), unavailable: maps.Clone(opts.Unavailable)})
 	s.reload.hooks = opts.Reload
 	if opts.StreamListener != nil {
+		tlsCfg, err := streamTLS(opts.Config)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
 		streams, err := streaming.New(opts.StreamListener, streamRuntime{s: s}, streaming.Config{
 			IdleTimeout: time.Duration(opts.Config.StreamIdleTimeout),
 			BaseContext: ctx,
+			TLS:         tlsCfg,
 		})
 		if err != nil {
 			cancel()
