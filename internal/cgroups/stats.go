@@ -17,6 +17,9 @@ type Stats struct {
 	CPU       CPUStats
 	Memory    MemoryStats
 	Pids      PidsStats
+	// PSI is the pressure stall information; nil where the kernel has
+	// none for the cgroup (cgroup v1).
+	PSI *PSIStats
 }
 
 // CPUStats is CPU time in nanoseconds, and CFS throttling.
