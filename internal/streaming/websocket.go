@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -220,7 +219,7 @@ func writeStatus(w io.Writer, err error) error {
 		st = metav1.Status{
 			Status:  metav1.StatusFailure,
 			Reason:  sremotecommand.NonZeroExitCodeReason,
-			Message: fmt.Sprintf("command terminated with non-zero exit code: %v", err),
+			Message: err.Error(),
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
 				Type: sremotecommand.ExitCodeCauseType, Message: strconv.Itoa(ce.Code),
 			}}},
