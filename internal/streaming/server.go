@@ -206,6 +206,10 @@ func (s *Server) track(h http.Handler) http.Handler {
 			s.serveV5(w, r)
 			return
 		}
+		if isTunnel(r) {
+			s.serveTunnel(w, r)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 }

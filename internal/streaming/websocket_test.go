@@ -10,6 +10,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/url"
@@ -20,9 +22,11 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kportforward "k8s.io/cri-streaming/pkg/streaming/portforward"
 )
 
 // wsStream runs a session over WebSocket, which client-go speaks as
@@ -211,4 +215,83 @@ func mustParse(t *testing.T, raw string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestPortForwardWebSocket: client-go's SPDY-over-WebSocket dialer
+// (crictl --transport websocket port-forward) through the tunnel.
+func TestPortForwardWebSocket(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				data, _ := io.ReadAll(c)
+				_, _ = c.Write(bytes.ToUpper(data))
+			}()
+		}
+	}()
+	rt := newFakeRuntime()
+	rt.forwardTo = l.Addr().String()
+	s := startServer(t, rt)
+	resp, err := s.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: "pod", Port: []int32{8080}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := mustParse(t, resp.Url)
+	dialer, err := portforward.NewSPDYOverWebsocketDialer(u, &rest.Config{Host: u.Host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwDone := make(chan error, 1)
+	go func() { fwDone <- fw.ForwardPorts() }()
+	defer func() {
+		close(stop)
+		if err := <-fwDone; err != nil {
+			t.Errorf("ForwardPorts: %v", err)
+		}
+	}()
+	waitFor(t, ready, "the port forward")
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := fmt.Sprintf("tunnel %d", i)
+		if _, err := io.WriteString(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.(*net.TCPConn).CloseWrite()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(got) != strings.ToUpper(msg) {
+			t.Fatalf("connection %d: got %q, %v; want %q", i, got, err, strings.ToUpper(msg))
+		}
+	}
+
+	// A used or unknown token: refused before the WebSocket upgrade.
+	bad, err := portforward.NewSPDYOverWebsocketDialer(u, &rest.Config{Host: u.Host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bad.Dial(kportforward.PortForwardV1Name); err == nil {
+		t.Errorf("a used port-forward token was accepted again")
+	}
 }
