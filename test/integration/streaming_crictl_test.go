@@ -1,15 +1,19 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -109,9 +113,69 @@ func TestStreamingCrictlWebSocket(t *testing.T) {
 			}
 			e.waitContainerState(t, aid, runtimeapi.ContainerState_CONTAINER_EXITED, containerExitTimeout)
 			e.removeContainer(t, aid)
+
+			// port-forward: SPDY tunnelled through the WebSocket.
+			echo, _ := e.runContainer(t, pod, containerConfig("echo", images.ref("busybox"), ctrCommand("nc", "-ll", "-p", "8080", "-e", "/bin/cat")))
+			e.requireCrictlForward(t, pod.id, append([]string{"port-forward", "--transport", "websocket"}, tlsFlags...))
+			e.removeContainer(t, echo)
 			e.removeContainer(t, id)
 			e.stopAndRemove(t, pod.id)
 			e.assertNoLeaks(t)
 		})
+	}
+}
+
+// requireCrictlForward runs `crictl port-forward ... POD :8080` and
+// checks that a connection to its local port is echoed.
+func (e *env) requireCrictlForward(t *testing.T, podID string, args []string) {
+	t.Helper()
+	cmd := exec.Command(crictl(t), append(append([]string{"--runtime-endpoint", "unix://" + e.sock}, args...), podID, ":8080")...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			// "Forwarding from 127.0.0.1:41234 -> 8080"
+			if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "Forwarding" && strings.HasPrefix(f[2], "127.0.0.1:") {
+				addr <- f[2]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	var local string
+	select {
+	case local = <-addr:
+	case <-time.After(streamTimeout):
+		t.Fatalf("crictl %v: no forwarding line; stderr %q", args, stderr.String())
+	}
+	for i := range 2 {
+		c, err := net.DialTimeout("tcp", local, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		msg := fmt.Sprintf("through the tunnel %d\n", i)
+		if _, err := io.WriteString(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		_, err = io.ReadFull(c, got)
+		c.Close()
+		if err != nil || string(got) != msg {
+			t.Errorf("crictl %v: connection %d echoed %q, %v; want %q (stderr %q)", args, i, got, err, msg, stderr.String())
+		}
 	}
 }
