@@ -49,6 +49,6 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
 if [ "${minor:-0}" -lt 21 ]; then
-	echo "install-deps: Go $(go env GOVERSION) is too old to fetch the Go 1.24+ toolchain podbay needs; install Go 1.24 or later" >&2
+	echo "install-deps: Go $(go env GOVERSION) is too old to fetch the Go 1.26+ toolchain podbay needs; install Go 1.26 or later" >&2
 	exit 1
 fi

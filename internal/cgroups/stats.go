@@ -25,6 +25,9 @@ type Stats struct {
 	// <root>/unified where the runtime made the same cgroup there); nil
 	// where the kernel exposes none.
 	Pressure *Pressure
+	// PSI is the pressure stall information; nil where the kernel has
+	// none for the cgroup (cgroup v1).
+	PSI *PSIStats
 }
 
 // CPUStats is CPU time in nanoseconds, and CFS throttling.

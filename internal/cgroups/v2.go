@@ -28,6 +28,7 @@ func (r *Reader) statsV2(rel string) (*Stats, error) {
 	if err := readPids(dir, &s.Pids); err != nil {
 		return nil, err
 	}
+	s.PSI = readPSIV2(dir)
 	return s, nil
 }
 

@@ -83,6 +83,13 @@ type Config struct {
 	// StreamIdleTimeout closes a streaming session that passed no data
 	// for this long.
 	StreamIdleTimeout Duration `toml:"stream_idle_timeout"`
+	// StreamTLSCert and StreamTLSKey, PEM files, make the streaming
+	// server serve HTTPS (its URLs are https); StreamTLSCA, a PEM bundle,
+	// then also requires client certificates signed by one of its CAs.
+	// Empty: plain HTTP.
+	StreamTLSCert string `toml:"stream_tls_cert"`
+	StreamTLSKey  string `toml:"stream_tls_key"`
+	StreamTLSCA   string `toml:"stream_tls_ca"`
 	// CDISpecDirs are the CDI spec directories, later ones taking
 	// precedence; empty disables CDI devices.
 	CDISpecDirs []string `toml:"cdi_spec_dirs"`
@@ -362,6 +369,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StreamIdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("stream_idle_timeout must be positive"))
+	}
+	if (c.StreamTLSCert == "") != (c.StreamTLSKey == "") || (c.StreamTLSCA != "" && c.StreamTLSCert == "") {
+		errs = append(errs, fmt.Errorf("stream_tls_cert and stream_tls_key go together, and stream_tls_ca needs them"))
 	}
 	if c.Network.PluginTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("network.plugin_timeout must be positive"))

@@ -49,6 +49,8 @@ type Mount struct {
 	ImageRef     string `json:"imageRef,omitempty"`
 	ImageSubPath string `json:"imageSubPath,omitempty"`
 	Source       string `json:"source,omitempty"`
+	// Options are the CRI mount_options.
+	Options []string `json:"options,omitempty"`
 }
 
 // User is a container process's identity.
@@ -94,7 +96,8 @@ type Record struct {
 	// User is the identity the container's process runs as, as resolved
 	// at create (image user, run_as_*, supplemental groups and policy).
 	User *User `json:"user,omitempty"`
-	// StopSignal is the image's stop signal ("" = SIGTERM).
+	// StopSignal is the container config's stop signal, else the
+	// image's ("" = SIGTERM).
 	StopSignal string `json:"stopSignal,omitempty"`
 	Pid        int    `json:"pid,omitempty"`
 	// RuntimeCreated is set just before the runtime is asked to create the

@@ -139,6 +139,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	// removed (quarantined, or a crash between the pod's and its
 	// containers' deletion).
 	rec.RuntimeHandler = sbRec.RuntimeHandler
+	if sig, _ := criStopSignal(cfg.GetStopSignal()); sig != "" { // checked in validation
+		rec.StopSignal = sig // the config's overrides the image's
+	}
 	if lp := cfg.GetLogPath(); lp != "" && sbCfg.GetLogDirectory() != "" {
 		rec.LogPath = filepath.Join(sbCfg.GetLogDirectory(), lp)
 	}
@@ -276,6 +279,14 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	// storage is made.
 	if err := specgen.CheckProcess(cfg.GetCommand(), cfg.GetArgs(), criEnv(cfg.GetEnvs()), cfg.GetWorkingDir()); err != nil {
 		return err
+	}
+	if _, err := criStopSignal(cfg.GetStopSignal()); err != nil {
+		return err
+	}
+	for _, m := range cfg.GetMounts() {
+		if err := specgen.CheckMountOptions(m.GetMountOptions()); err != nil {
+			return err
+		}
 	}
 	if _, err := requestedCDIDevices(cfg); err != nil {
 		return err

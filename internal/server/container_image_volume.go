@@ -94,7 +94,7 @@ func (s *Server) containerMounts(ctx context.Context, cfg *runtimeapi.ContainerC
 		cm := container.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
 			Propagation: m.GetPropagation().String(), SelinuxRelabel: m.GetSelinuxRelabel(),
-			RecursiveReadOnly: m.GetRecursiveReadOnly(),
+			RecursiveReadOnly: m.GetRecursiveReadOnly(), Options: m.GetMountOptions(),
 		}
 		if isImageVolume(m) {
 			ref := m.GetImage().GetImage()
@@ -250,5 +250,5 @@ func criImageVolume(m container.Mount) *runtimeapi.ImageSpec {
 	if m.Image == "" {
 		return nil
 	}
-	return &runtimeapi.ImageSpec{Image: imageID(m.Image), UserSpecifiedImage: m.ImageRef}
+	return &runtimeapi.ImageSpec{Image: imageID(m.Image), UserSpecifiedImage: m.ImageRef, ImageRef: imageID(m.Image)}
 }

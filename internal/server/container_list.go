@@ -33,7 +33,7 @@ func (s *Server) ListContainers(ctx context.Context, req *runtimeapi.ListContain
 			Id:           rec.ID,
 			PodSandboxId: rec.SandboxID,
 			Metadata:     &runtimeapi.ContainerMetadata{Name: rec.MetaName, Attempt: rec.Attempt},
-			Image:        &runtimeapi.ImageSpec{Image: rec.ImageRef},
+			Image:        &runtimeapi.ImageSpec{Image: rec.ImageRef, ImageRef: imageID(rec.Image)},
 			ImageRef:     imageID(rec.Image),
 			ImageId:      imageID(rec.Image),
 			State:        state,

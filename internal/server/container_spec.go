@@ -114,6 +114,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		c.Mounts = append(c.Mounts, specgen.Mount{
 			ContainerPath: m.GetContainerPath(), HostPath: src, Readonly: m.GetReadonly(),
 			RecursiveReadOnly: m.GetRecursiveReadOnly(), Propagation: propagation(m.GetPropagation()),
+			Options: m.GetMountOptions(),
 		})
 	}
 	for _, d := range cfg.GetDevices() {
@@ -189,7 +190,7 @@ func (s *Server) privilegedDevices(requested []specgen.Device) ([]specgen.Device
 func criEnv(kvs []*runtimeapi.KeyValue) []specgen.KeyValue {
 	var env []specgen.KeyValue
 	for _, kv := range kvs {
-		env = append(env, specgen.KeyValue{Key: kv.GetKey(), Value: kv.GetValue()})
+		env = append(env, specgen.KeyValue{Key: kv.GetKey(), Value: string(kv.GetValue())})
 	}
 	return env
 }

@@ -69,7 +69,9 @@ func TestValidateContainerConfig(t *testing.T) {
 		{"NUL in the log path", &runtimeapi.ContainerConfig{Metadata: md, Image: img, LogPath: "a\x00b"}, false},
 		{"empty program name", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Command: []string{""}}, false},
 		{"NUL in an arg", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Args: []string{"a\x00b"}}, false},
-		{"NUL in an env value", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Envs: []*runtimeapi.KeyValue{{Key: "A", Value: "\x00"}}}, false},
+		{"NUL in an env value", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Envs: []*runtimeapi.KeyValue{{Key: "A", Value: []byte("\x00")}}}, false},
+		{"env value not UTF-8", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Envs: []*runtimeapi.KeyValue{{Key: "A", Value: []byte{0xff, 'a'}}}}, false},
+		{"env value UTF-8 bytes", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Envs: []*runtimeapi.KeyValue{{Key: "A", Value: []byte("é=x")}}}, true},
 		{"relative working dir", &runtimeapi.ContainerConfig{Metadata: md, Image: img, WorkingDir: "work"}, false},
 		{"absolute working dir", &runtimeapi.ContainerConfig{Metadata: md, Image: img, WorkingDir: "/work"}, true},
 		{"cpu shares out of range", &runtimeapi.ContainerConfig{Metadata: md, Image: img, Linux: &runtimeapi.LinuxContainerConfig{

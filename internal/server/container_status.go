@@ -24,7 +24,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 		Metadata:    &runtimeapi.ContainerMetadata{Name: rec.MetaName, Attempt: rec.Attempt},
 		State:       criContainerState(rec.State),
 		CreatedAt:   rec.CreatedAt.UnixNano(),
-		Image:       &runtimeapi.ImageSpec{Image: rec.ImageRef},
+		Image:       &runtimeapi.ImageSpec{Image: rec.ImageRef, ImageRef: imageID(rec.Image)},
 		ImageRef:    imageID(rec.Image),
 		ImageId:     imageID(rec.Image),
 		ExitCode:    rec.ExitCode,
@@ -33,6 +33,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 		Labels:      rec.Labels,
 		Annotations: rec.Annotations,
 		LogPath:     rec.LogPath,
+		StopSignal:  criSignal(rec.StopSignal),
 	}
 	if u := rec.User; u != nil {
 		lu := &runtimeapi.LinuxContainerUser{Uid: int64(u.UID), Gid: int64(u.GID)}
@@ -49,7 +50,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	}
 	if img, err := s.images.Status(ctx, rec.Image); err == nil && len(img.RepoTags) > 0 {
 		// The kubelet shows the image by name; RepoDigests pin it.
-		st.Image = &runtimeapi.ImageSpec{Image: img.RepoTags[0]}
+		st.Image = &runtimeapi.ImageSpec{Image: img.RepoTags[0], ImageRef: imageID(rec.Image)}
 		if len(img.RepoDigests) > 0 {
 			st.ImageRef = img.RepoDigests[0]
 		}
@@ -57,7 +58,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	for _, m := range rec.Mounts {
 		st.Mounts = append(st.Mounts, &runtimeapi.Mount{
 			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.Readonly,
-			SelinuxRelabel: m.SelinuxRelabel, RecursiveReadOnly: m.RecursiveReadOnly,
+			SelinuxRelabel: m.SelinuxRelabel, RecursiveReadOnly: m.RecursiveReadOnly, MountOptions: m.Options,
 			Propagation: runtimeapi.MountPropagation(runtimeapi.MountPropagation_value[m.Propagation]),
 			Image:       criImageVolume(m), ImageSubPath: m.ImageSubPath,
 		})

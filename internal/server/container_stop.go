@@ -15,7 +15,6 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
-	"github.com/podbay/podbay/internal/signal"
 )
 
 // StopContainer stops a running container with its image's stop signal,
@@ -57,12 +56,10 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	if err != nil {
 		return err
 	}
-	sig := syscall.SIGTERM
-	if rec.StopSignal != "" {
-		if sig, err = signal.Parse(rec.StopSignal); err != nil {
-			log.G(ctx).Warn("image stop signal not understood; using SIGTERM", "signal", rec.StopSignal, "err", err)
-			sig = syscall.SIGTERM
-		}
+	sig, err := stopSignalOf(rec.StopSignal)
+	if err != nil {
+		log.G(ctx).Warn("stop signal not understood; using SIGTERM", "signal", rec.StopSignal, "err", err)
+		sig = syscall.SIGTERM
 	}
 	if err := rt.Stop(ctx, c.ID, timeout, sig); err != nil {
 		return fmt.Errorf("stop container: %w", err)

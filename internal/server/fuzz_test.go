@@ -244,7 +244,7 @@ func FuzzCreateContainer(f *testing.F) {
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 		Image:    &runtimeapi.ImageSpec{Image: "busybox"},
 		Command:  []string{"sh", "-c"}, Args: []string{"echo hi"},
-		Envs: []*runtimeapi.KeyValue{{Key: "B", Value: "2"}},
+		Envs: []*runtimeapi.KeyValue{{Key: "B", Value: []byte("2")}},
 		Mounts: []*runtimeapi.Mount{
 			{ContainerPath: "/data", HostPath: "/data", Readonly: true},
 			{ContainerPath: "/logs", HostPath: "/link", Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},

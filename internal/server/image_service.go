@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"google.golang.org/grpc"
+
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/image"
@@ -28,6 +30,9 @@ type ImageStore interface {
 type imageService struct {
 	runtimeapi.UnimplementedImageServiceServer
 	store ImageStore
+	// intercept is the server's unary interceptor, which StreamImages
+	// runs ListImages through; nil in unit tests.
+	intercept grpc.UnaryServerInterceptor
 }
 
 // imageID is the CRI form of a storage image ID, as containerd reports it.

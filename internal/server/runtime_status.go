@@ -38,7 +38,8 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	// Supplemental groups follow the pod's policy (Merge: the image's
 	// /etc/group memberships too; Strict: only the ones asked for), and
 	// ContainerStatus reports the resulting identity.
-	resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}
+	// Bind mounts take the mount_options of specgen.MountOptionsAllowed.
+	resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true, MountOptions: true}
 	if req.GetVerbose() {
 		info, err := s.statusInfo(ctx, cur, last)
 		if err != nil {

@@ -197,9 +197,15 @@ func New(opts Options) (*Server, error) {
 	s.live.Store(&liveConfig{cfg: opts.Config, runtimes: maps.Clone(opts.Runtimes), unavailable: maps.Clone(opts.Unavailable)})
 	s.reload.hooks = opts.Reload
 	if opts.StreamListener != nil {
+		tlsCfg, err := streamTLS(opts.Config)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
 		streams, err := streaming.New(opts.StreamListener, streamRuntime{s: s}, streaming.Config{
 			IdleTimeout: time.Duration(opts.Config.StreamIdleTimeout),
 			BaseContext: ctx,
+			TLS:         tlsCfg,
 		})
 		if err != nil {
 			cancel()
@@ -209,7 +215,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
-	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images})
+	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor})
 	return s, nil
 }
 

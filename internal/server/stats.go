@@ -113,6 +113,7 @@ func (s *Server) containerStats(ctx context.Context, c *container.Container) (*r
 		case err == nil:
 			out.Cpu = cpuUsage(st, rate)
 			out.Memory = memoryUsage(st)
+			addPSI(st, out.Cpu, out.Memory, &out.Io)
 		case errdefs.IsNotFound(err):
 		default:
 			return nil, err
@@ -175,6 +176,9 @@ func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi
 			return nil, err
 		}
 		total.Timestamp = st.Timestamp
+		if len(paths) == 1 {
+			total.PSI = st.PSI // pressure is not a sum: only of one cgroup
+		}
 		total.CPU.UsageNanos += st.CPU.UsageNanos
 		total.Memory.Usage += st.Memory.Usage
 		total.Memory.WorkingSet += st.Memory.WorkingSet
@@ -187,6 +191,7 @@ func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi
 	if !total.Timestamp.IsZero() {
 		linux.Cpu = cpuUsage(&total, rate)
 		linux.Memory = memoryUsage(&total)
+		addPSI(&total, linux.Cpu, linux.Memory, &linux.Io)
 		linux.Process = &runtimeapi.ProcessUsage{Timestamp: total.Timestamp.UnixNano(), ProcessCount: u64(procs)}
 	}
 	if rec.NetworkMode == sandbox.ModeCNI && rec.Pid > 0 {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,10 +11,11 @@ import (
 	"syscall"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -165,4 +167,13 @@ func terminalSizes(ctx context.Context, in <-chan remotecommand.TerminalSize) <-
 		}
 	}()
 	return out
+}
+
+// streamTLS is the streaming server's TLS config, nil without
+// stream_tls_cert.
+func streamTLS(cfg *config.Config) (*tls.Config, error) {
+	if cfg == nil || cfg.StreamTLSCert == "" {
+		return nil, nil
+	}
+	return streaming.TLSConfig(cfg.StreamTLSCert, cfg.StreamTLSKey, cfg.StreamTLSCA)
 }

@@ -37,7 +37,8 @@ type Mount struct {
 	// caller checks that the runtime handler supports it.
 	RecursiveReadOnly bool
 	Propagation       Propagation
-	// Options are more mount options (an image volume's nosuid, nodev).
+	// Options are the CRI mount_options (see CheckMountOptions), or an
+	// image volume's nosuid, nodev.
 	Options []string
 }
 
@@ -149,6 +150,9 @@ func criMount(m Mount) (specs.Mount, error) {
 	if !slices.Contains([]Propagation{PropagationPrivate, PropagationHostToContainer, PropagationBidirectional}, p) {
 		return specs.Mount{}, fmt.Errorf("mount %q -> %q: propagation %q: %w", m.HostPath, dest, m.Propagation, errdefs.ErrInvalidArgument)
 	}
+	if err := CheckMountOptions(m.Options); err != nil {
+		return specs.Mount{}, fmt.Errorf("mount %q -> %q: %w", m.HostPath, dest, err)
+	}
 	om := bindMount(m.HostPath, dest, m.Readonly, p)
 	if m.RecursiveReadOnly {
 		if !m.Readonly {
@@ -159,7 +163,7 @@ func criMount(m Mount) (specs.Mount, error) {
 		}
 		om.Options = append(om.Options, "rro")
 	}
-	om.Options = append(om.Options, m.Options...)
+	om.Options = withMountOptions(om.Options, m.Options)
 	return om, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/podbay/podbay/internal/environ"
 	"github.com/podbay/podbay/internal/errdefs"
@@ -84,6 +85,10 @@ func checkEnv(kv KeyValue) error {
 		return fmt.Errorf("environment variable name %q: %w", kv.Key, errdefs.ErrInvalidArgument)
 	case strings.ContainsRune(kv.Value, 0):
 		return fmt.Errorf("environment variable %s: the value contains a NUL byte: %w", kv.Key, errdefs.ErrInvalidArgument)
+	case !utf8.ValidString(kv.Value):
+		// cri-api v0.36+ sends values as bytes; the OCI config is JSON,
+		// whose strings cannot carry bytes that are not UTF-8.
+		return fmt.Errorf("environment variable %s: the value is not valid UTF-8, which an OCI runtime config cannot carry: %w", kv.Key, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

@@ -2,8 +2,10 @@
 // PortForward: the RPCs return a URL on this server, and the client
 // (crictl, or the kubelet proxying kubectl) connects to it with SPDY or
 // WebSocket. The protocol is the kubelet's own streaming server
-// (k8s.io/kubelet/pkg/cri/streaming); this package adds the lifecycle
-// around it and tells a Runtime when a client has gone.
+// (k8s.io/cri-streaming/pkg/streaming); this package adds the lifecycle
+// around it, tells a Runtime when a client has gone, translates the
+// WebSocket protocol v5.channel.k8s.io (websocket.go) and serves TLS when
+// configured.
 //
 // The kubelet's server passes each exec and attach the HTTP request's
 // context, but once the connection is upgraded (hijacked) net/http no
@@ -16,6 +18,7 @@ package streaming
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,12 +29,12 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	kstreaming "k8s.io/kubelet/pkg/cri/streaming"
+	kstreaming "k8s.io/cri-streaming/pkg/streaming"
 
 	"github.com/podbay/podbay/internal/log"
 )
 
-// Runtime runs the sessions: see k8s.io/kubelet/pkg/cri/streaming. Exec
+// Runtime runs the sessions: see k8s.io/cri-streaming/pkg/streaming. Exec
 // and Attach get a context that ends when the client's connection is
 // closed; PortForward over SPDY gets a context that never ends (the
 // kubelet's code passes context.Background) and must notice the end of
@@ -54,6 +57,9 @@ type Config struct {
 	// BaseContext is the parent of every session's context, for its
 	// logger; nil means context.Background.
 	BaseContext context.Context
+	// TLS, when set, makes the server serve HTTPS (and hand out https
+	// URLs) with this config; see TLSConfig.
+	TLS *tls.Config
 }
 
 // Server serves streaming sessions on one listener.
@@ -61,6 +67,10 @@ type Server struct {
 	stream kstreaming.Server
 	http   *http.Server
 	l      net.Listener
+	// inproc serves the SPDY side of WebSocket v5 sessions (websocket.go).
+	inproc      *pipeListener
+	tokens      tokens
+	idleTimeout time.Duration
 
 	mu       sync.Mutex
 	conns    map[*trackedConn]struct{} // guarded by mu
@@ -82,12 +92,20 @@ func New(l net.Listener, rt Runtime, cfg Config) (*Server, error) {
 	kcfg := kstreaming.DefaultConfig
 	kcfg.Addr = l.Addr().String()
 	kcfg.BaseURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
+	if cfg.TLS != nil {
+		kcfg.BaseURL.Scheme = "https"
+	}
 	kcfg.StreamIdleTimeout = cfg.IdleTimeout
 	stream, err := kstreaming.NewServer(kcfg, rt)
 	if err != nil {
 		return nil, fmt.Errorf("streaming server: %w", err)
 	}
-	s := &Server{stream: stream, conns: map[*trackedConn]struct{}{}}
+	s := &Server{stream: stream, conns: map[*trackedConn]struct{}{}, inproc: newPipeListener(), idleTimeout: cfg.IdleTimeout}
+	if cfg.TLS != nil {
+		// Tracked outside TLS: a failed handshake or read still ends
+		// the session's context.
+		l = tls.NewListener(l, cfg.TLS)
+	}
 	s.l = &trackedListener{Listener: l, s: s}
 	s.http = &http.Server{
 		Handler:           s.track(stream),
@@ -111,12 +129,20 @@ func (s *Server) Addr() net.Addr { return s.l.Addr() }
 
 // GetExec validates req and returns the URL of its session.
 func (s *Server) GetExec(req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	return s.stream.GetExec(req)
+	resp, err := s.stream.GetExec(req)
+	if err == nil {
+		s.tokens.put(resp.GetUrl(), sessionOpts{stdin: req.GetStdin(), stdout: req.GetStdout(), stderr: req.GetStderr(), tty: req.GetTty()})
+	}
+	return resp, err
 }
 
 // GetAttach validates req and returns the URL of its session.
 func (s *Server) GetAttach(req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return s.stream.GetAttach(req)
+	resp, err := s.stream.GetAttach(req)
+	if err == nil {
+		s.tokens.put(resp.GetUrl(), sessionOpts{stdin: req.GetStdin(), stdout: req.GetStdout(), stderr: req.GetStderr(), tty: req.GetTty()})
+	}
+	return resp, err
 }
 
 // GetPortForward validates req and returns the URL of its session.
@@ -126,6 +152,7 @@ func (s *Server) GetPortForward(req *runtimeapi.PortForwardRequest) (*runtimeapi
 
 // Serve serves until Shutdown, then returns nil.
 func (s *Server) Serve() error {
+	go func() { _ = s.http.Serve(&trackedListener{Listener: s.inproc, s: s}) }()
 	if err := s.http.Serve(s.l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -175,6 +202,14 @@ func (s *Server) track(h http.Handler) http.Handler {
 		s.mu.Unlock()
 		defer s.sessions.Done()
 		log.G(r.Context()).Debug("streaming session", "path", sessionKind(r.URL.Path), "remote", r.RemoteAddr)
+		if isV5(r) {
+			s.serveV5(w, r)
+			return
+		}
+		if isTunnel(r) {
+			s.serveTunnel(w, r)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	sremotecommand "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 )
 
@@ -38,7 +39,7 @@ func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{endedCh: make(chan struct{}, 10), started: make(chan struct{}, 10)}
 }
 
-func (f *fakeRuntime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
+func (f *fakeRuntime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan sremotecommand.TerminalSize) error {
 	if cmd[0] == "block" {
 		f.started <- struct{}{}
 		<-ctx.Done()
@@ -61,7 +62,7 @@ func (f *fakeRuntime) Exec(ctx context.Context, containerID string, cmd []string
 	return nil
 }
 
-func (f *fakeRuntime) Attach(ctx context.Context, containerID string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
+func (f *fakeRuntime) Attach(ctx context.Context, containerID string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan sremotecommand.TerminalSize) error {
 	fmt.Fprintf(out, "attached to %s\n", containerID)
 	return nil
 }

@@ -133,7 +133,7 @@ func ctrArgs(args ...string) ctrMod {
 
 func ctrEnv(key, value string) ctrMod {
 	return func(c *runtimeapi.ContainerConfig) {
-		c.Envs = append(c.Envs, &runtimeapi.KeyValue{Key: key, Value: value})
+		c.Envs = append(c.Envs, &runtimeapi.KeyValue{Key: key, Value: []byte(value)})
 	}
 }
 

@@ -476,7 +476,7 @@ func (fz *criFuzz) containerMutations() []func(proto.Message, int) {
 			cfgOf(m).Args = pick(fz, nil, []string{fz.oddString()})
 		},
 		func(m proto.Message, _ int) {
-			cfgOf(m).Envs = append(cfgOf(m).Envs, &runtimeapi.KeyValue{Key: pick(fz, "", "A=B", "PATH", fz.oddString()), Value: fz.oddString()})
+			cfgOf(m).Envs = append(cfgOf(m).Envs, &runtimeapi.KeyValue{Key: pick(fz, "", "A=B", "PATH", fz.oddString()), Value: []byte(fz.oddString())})
 		},
 		func(m proto.Message, _ int) {
 			cfgOf(m).WorkingDir = fz.oddString()

@@ -547,13 +547,25 @@ func TestImageTagsDigestsIndex(t *testing.T) {
 	if e.pullImage(t, older, nil) != id {
 		t.Fatal("the two tags pulled different images")
 	}
-	e.removeImage(t, older)
-	img = e.requireImage(t, latest, id)
-	if !reflect.DeepEqual(img.RepoTags, []string{latest}) {
-		t.Errorf("RepoTags after untagging %s: %v, want [%s]", older, img.RepoTags, latest)
+	// Removing one of its tags removes the image with every tag
+	// (cri-api v0.36+ RemoveImage), here also a tag of another
+	// repository naming the same image.
+	other := r.Reference("test/other:v1")
+	otherSpec := defaultSpec(t, "test", "busybox")
+	otherSpec.Repository, otherSpec.Tags = "test/other", []string{"v1"}
+	push(t, r, otherSpec)
+	if e.pullImage(t, other, nil) != id {
+		t.Fatal("test/other:v1 pulled another image")
 	}
-	e.requireNoImage(t, older)
-
+	img = e.requireImage(t, latest, id)
+	if len(img.RepoTags) != 3 {
+		t.Errorf("RepoTags %v, want the 3 tags", img.RepoTags)
+	}
+	e.removeImage(t, older)
+	for _, ref := range []string{older, latest, other} {
+		e.requireNoImage(t, ref)
+	}
+	e.pullImage(t, latest, nil)
 	e.removeImage(t, id)
 	for _, ref := range []string{id, latest, r.Reference("test/busybox@" + digest.String())} {
 		e.requireNoImage(t, ref)
