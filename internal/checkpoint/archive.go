@@ -315,3 +315,45 @@ func IsArchive(image string) bool {
 	fi, err := os.Stat(image)
 	return err == nil && fi.Mode().IsRegular()
 }
+
+// ReadMeta reads config.dump and spec.dump from the archive at location
+// without unpacking the rest. An archive without them gives
+// ErrInvalidArgument.
+func ReadMeta(location string) (*ContainerConfig, []byte, error) {
+	tr, closer, err := Open(location)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closer.Close()
+	var cfgRaw, spec []byte
+	for cfgRaw == nil || spec == nil {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint archive %s: %w: %w", location, err, errdefs.ErrInvalidArgument)
+		}
+		name, _ := cleanName(hdr.Name)
+		if hdr.Typeflag != tar.TypeReg || (name != ConfigDumpFile && name != SpecDumpFile) {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, 16<<20))
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint archive %s: %w: %w", location, err, errdefs.ErrInvalidArgument)
+		}
+		if name == ConfigDumpFile {
+			cfgRaw = b
+		} else {
+			spec = b
+		}
+	}
+	if cfgRaw == nil || spec == nil {
+		return nil, nil, fmt.Errorf("%s is not a checkpoint archive: it has no %s or %s: %w", location, ConfigDumpFile, SpecDumpFile, errdefs.ErrInvalidArgument)
+	}
+	var cfg ContainerConfig
+	if err := json.Unmarshal(cfgRaw, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint archive %s: %s: %w: %w", location, ConfigDumpFile, err, errdefs.ErrInvalidArgument)
+	}
+	return &cfg, spec, nil
+}
