@@ -3,13 +3,17 @@ package oci
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
@@ -77,7 +81,95 @@ func (r *Runtime) Restore(ctx context.Context, opts runtime.CreateOptions, image
 		}
 		return 0, err
 	}
+	if err := fixRestoredCgroup(opts.BundleDir, pid); err != nil {
+		// The processes run, outside the cgroup podbay stops and
+		// measures: kill them rather than leave them so.
+		for _, p := range processTree(pid) {
+			_ = unix.Kill(p, unix.SIGKILL)
+		}
+		derr := r.Delete(context.WithoutCancel(ctx), opts.ID)
+		return 0, errors.Join(fmt.Errorf("restore container %s: %w", opts.ID, err), derr)
+	}
 	return pid, nil
+}
+
+// cgroupV2Root is where the unified cgroup hierarchy is mounted.
+var cgroupV2Root = "/sys/fs/cgroup"
+
+// fixRestoredCgroup moves the restored processes (init pid and its
+// descendants) into the container's cgroup (the bundle's
+// linux.cgroupsPath) on a pure cgroup v2 host. There CRIU, as runc 1.1
+// drives it, puts them back into the cgroup of the checkpointed container,
+// which runc kill --all and the stats then do not see. A process forked
+// while they move is caught by the next pass. Elsewhere (v1: runc maps
+// each controller's cgroup), and for systemd cgroups, nothing is done.
+func fixRestoredCgroup(bundle string, pid int) error {
+	if _, err := os.Stat(filepath.Join(cgroupV2Root, "cgroup.controllers")); err != nil {
+		return nil
+	}
+	spec, err := runtime.ReadSpec(bundle)
+	if err != nil || spec.Linux == nil {
+		return err
+	}
+	want := spec.Linux.CgroupsPath
+	if want == "" || strings.Contains(want, ":") {
+		return nil
+	}
+	want = filepath.Clean("/" + want)
+	procs := filepath.Join(cgroupV2Root, want, "cgroup.procs")
+	for pass := 0; pass < 5; pass++ {
+		moved := 0
+		for _, p := range processTree(pid) {
+			if cg, err := unifiedCgroup(p); err != nil || cg == want {
+				continue // gone, or already there
+			}
+			if err := os.WriteFile(procs, []byte(strconv.Itoa(p)), 0o644); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					continue
+				}
+				return fmt.Errorf("move restored process %d into cgroup %s: %w", p, want, err)
+			}
+			moved++
+		}
+		if moved == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("restored processes keep leaving cgroup %s", want)
+}
+
+// processTree lists pid and its descendants, from /proc's children files.
+func processTree(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", out[i]))
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", out[i], task.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// unifiedCgroup is pid's cgroup v2 path ("0::" line of /proc/<pid>/cgroup).
+func unifiedCgroup(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("pid %d has no cgroup v2 path", pid)
 }
 
 // criuLogErrors returns the "Error" lines of a CRIU log, joined, or "".

@@ -155,8 +155,13 @@ func TestCheckpointContainer(t *testing.T) {
 	if err := json.Unmarshal([]byte(ents["config.dump"]), &meta); err != nil || meta.ID != id || meta.RootfsImage != ref {
 		t.Errorf("config.dump %+v (%v), want ID %s image %s", meta, err, short(id), ref)
 	}
-	if !strings.Contains(ents["spec.dump"], "echo $i > /count") || !strings.Contains(ents["spec.dump"], "io.kubernetes.cri.container-name") {
-		t.Errorf("spec.dump lacks the process or the CRI annotations")
+	var spec struct {
+		Process     struct{ Args []string }
+		Annotations map[string]string
+	}
+	if err := json.Unmarshal([]byte(ents["spec.dump"]), &spec); err != nil || len(spec.Process.Args) != 3 ||
+		!strings.Contains(spec.Process.Args[2], "echo $i > /count") || spec.Annotations["io.kubernetes.cri.container-name"] != "counter" {
+		t.Errorf("spec.dump: process %q, annotations %v (%v)", spec.Process.Args, spec.Annotations, err)
 	}
 	if !strings.Contains(ents["rootfs-diff.tar"], "count") {
 		t.Errorf("rootfs-diff.tar does not hold /count")
@@ -181,5 +186,10 @@ func TestCheckpointContainer(t *testing.T) {
 	later := e.readCount(t, rid)
 	if first < before || later <= first {
 		t.Errorf("restored counter: %d then %d; it was at least %d at the checkpoint (a fresh start counts from 1)", first, later, before)
+	}
+	// Its processes are in its own cgroup: a stop kills them all.
+	e.stopContainer(t, rid, 0)
+	if st, _ := e.containerStatus(t, rid); st.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Errorf("restored container after stop: %v", st.State)
 	}
 }
