@@ -184,6 +184,7 @@ func TestCheckpointContainer(t *testing.T) {
 	first := e.readCount(t, rid)
 	time.Sleep(time.Second)
 	later := e.readCount(t, rid)
+	t.Logf("counter: at least %d at the checkpoint; restored: %d, a second later %d; archive: %d entries", before, first, later, len(ents))
 	if first < before || later <= first {
 		t.Errorf("restored counter: %d then %d; it was at least %d at the checkpoint (a fresh start counts from 1)", first, later, before)
 	}
