@@ -212,3 +212,35 @@ func TestCheckpointAndRestoreOnFakes(t *testing.T) {
 	_, err := e.create(pod, rcfg)
 	wantStatus(t, "create from a non-archive", err, codes.InvalidArgument)
 }
+
+// A container created from a checkpoint stays created across a daemon
+// restart (its runtime container is made only by the restore), and its
+// StartContainer then restores it.
+func TestRestoredContainerSurvivesRestart(t *testing.T) {
+	e := newTestEnv(t, "")
+	fakeCRIU(t, true)
+	pod := e.podWithImage(t, "web")
+	id := e.mustCreate(t, pod, containerConfig("c"))
+	e.startFakeContainer(t, id)
+	loc := filepath.Join(t.TempDir(), "cp.tar")
+	if err := e.checkpoint(id, loc); err != nil {
+		t.Fatal(err)
+	}
+	rcfg := containerConfig("c")
+	rcfg.Image = &runtimeapi.ImageSpec{Image: loc}
+	pod2 := e.mustRun(t, podConfig("other"))
+	rid := e.mustCreate(t, pod2, rcfg)
+
+	e.srv.Shutdown(context.Background())
+	e.srv = e.newServer(t, nil)
+	if st := e.containerStatus(t, rid); st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		t.Fatalf("restored container after a daemon restart: %v %q", st.State, st.Message)
+	}
+	e.startFakeContainer(t, rid)
+	if e.rt.called("restore", rid) != 1 {
+		t.Errorf("runtime calls: %v", e.rt.calls)
+	}
+	if st := e.containerStatus(t, rid); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("after restore: %v", st.State)
+	}
+}
