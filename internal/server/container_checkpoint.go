@@ -66,7 +66,7 @@ func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 	}
 	cp, ok := rt.(runtime.Checkpointer)
 	if !ok {
-		return nil, fmt.Errorf("runtime handler %q cannot checkpoint containers (only runc/crun handlers with CRIU can): %w", rec.RuntimeHandler, errdefs.ErrNotImplemented)
+		return nil, fmt.Errorf("runtime handler %q cannot checkpoint containers (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", rec.RuntimeHandler, errdefs.ErrNotImplemented)
 	}
 	changes, ok := s.images.(rootfsChanges)
 	if !ok {

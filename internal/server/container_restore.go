@@ -46,7 +46,7 @@ func (s *Server) restoreSourceOf(cfg *runtimeapi.ContainerConfig, handler string
 		return nil, nil, err
 	}
 	if _, ok := rt.(runtime.Restorer); !ok {
-		return nil, nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only runc/crun handlers with CRIU can): %w", handler, errdefs.ErrNotImplemented)
+		return nil, nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
 	}
 	meta, rawSpec, err := checkpoint.ReadMeta(archive)
 	if err != nil {
