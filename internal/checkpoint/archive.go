@@ -1,7 +1,6 @@
 // Package checkpoint writes and reads container checkpoint archives in the
 // layout CRI-O and Podman use (github.com/checkpoint-restore/checkpointctl's
-// metadata), so that `checkpointctl show` reads podbay's archives and a
-// restore takes theirs:
+// metadata: the same file names and config.dump fields):
 //
 //	checkpoint/       CRIU's image files (runc checkpoint --image-path)
 //	config.dump       ContainerConfig: the container's name, IDs, image, times
