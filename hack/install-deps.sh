@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what podbay needs on a Debian machine, only what is missing:
-# the OCI runtimes, conmon, CNI plugins, iptables, and the tools the tests use.
+# the OCI runtimes, conmon, CNI plugins, iptables, CRIU (CheckpointContainer),
+# and the tools the tests use.
 # With --test also Debian's containerd package, for its
 # containerd-shim-runc-v2: the tests run a "vm" handler on it (the shim v2
 # API Kata speaks). podbayd itself needs it only for such a handler.
@@ -21,7 +22,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
-packages=(runc crun conmon containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make)
+packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make)
 if [ "$with_test" -eq 1 ]; then
 	packages+=(containerd)
 fi

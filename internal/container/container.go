@@ -100,6 +100,10 @@ type Record struct {
 	// image's ("" = SIGTERM).
 	StopSignal string `json:"stopSignal,omitempty"`
 	Pid        int    `json:"pid,omitempty"`
+	// RestoreFrom, on a container created from a checkpoint archive, is
+	// the directory of its CRIU images: StartContainer restores it from
+	// there instead of starting it.
+	RestoreFrom string `json:"restoreFrom,omitempty"`
 	// RuntimeCreated is set just before the runtime is asked to create the
 	// container, so recovery knows there may be runtime state to delete.
 	RuntimeCreated bool `json:"runtimeCreated,omitempty"`

@@ -43,6 +43,11 @@ const monitorExitGrace = 5 * time.Second
 // returns an error that includes the runtime's own message. It gives up
 // when ctx ends or after Config.CreateTimeout, whichever comes first.
 func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid int, retErr error) {
+	return r.create(ctx, opts, "")
+}
+
+// create is Create, or Restore when restorePath (CRIU's images) is set.
+func (r *Runtime) create(ctx context.Context, opts runtime.CreateOptions, restorePath string) (pid int, retErr error) {
 	if err := opts.Validate(); err != nil {
 		return 0, fmt.Errorf("create container %s: %w", opts.ID, err)
 	}
@@ -74,7 +79,7 @@ func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid i
 		return r.cleanupCreate(ctx, opts, monitor, grace)
 	})
 
-	syncPipe, monitor, err := r.startConmon(ctx, opts)
+	syncPipe, monitor, err := r.startConmon(ctx, opts, restorePath)
 	if err != nil {
 		return 0, fmt.Errorf("create container %s: %w", opts.ID, err)
 	}
@@ -107,7 +112,7 @@ func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid i
 // startConmon starts conmon for opts, lets it go past the start pipe, reaps
 // the intermediate process and returns the read end of the sync pipe and
 // the pid of the detached conmon.
-func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions) (syncPipe *os.File, monitor int, retErr error) {
+func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions, restorePath string) (syncPipe *os.File, monitor int, retErr error) {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return nil, 0, err
@@ -138,6 +143,11 @@ func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions) (
 	}
 
 	args := conmonArgs(r.cfg, opts)
+	if restorePath != "" {
+		// conmon runs `<runtime> restore --detach --image-path <path>
+		// --work-path <bundle>` instead of create.
+		args = append(args, "--restore", restorePath)
+	}
 	log.G(ctx).Debug("starting conmon", "id", opts.ID, "path", r.cfg.ConmonPath, "args", args)
 	cmd := exec.Command(r.cfg.ConmonPath, args...)
 	cmd.Dir = opts.BundleDir

@@ -98,6 +98,10 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, err
 	}
+	restore, cfg, err := s.restoreSourceOf(cfg, sbRec.RuntimeHandler)
+	if err != nil {
+		return nil, err
+	}
 	userNS, err := containerUserNamespace(sbCfg, cfg)
 	if err != nil {
 		return nil, err
@@ -180,6 +184,12 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, fmt.Errorf("create container root filesystem: %w", err)
 	}
+	var restoreFrom string
+	if restore != nil {
+		if restoreFrom, err = restore.unpack(rec.Dir, rootfs); err != nil {
+			return nil, err
+		}
+	}
 	timer.Phase("rootfs")
 
 	defer rb.OnError(ctx, &retErr, "release image volumes", func(ctx context.Context) error {
@@ -212,6 +222,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	}
 	timer.Phase("spec")
 
+	if restore != nil {
+		return s.finishRestoreCreate(ctx, c, restoreFrom)
+	}
 	rec = c.Update(func(r *container.Record) { r.RuntimeCreated = true })
 	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
 		return nil, fmt.Errorf("persist container %s: %w", id, err)

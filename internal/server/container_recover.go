@@ -60,6 +60,9 @@ func (s *Server) reconcileContainer(ctx context.Context, c *container.Container)
 	if rec.State != container.StateRunning && rec.State != container.StateCreated {
 		return
 	}
+	if rec.State == container.StateCreated && rec.RestoreFrom != "" && !rec.RuntimeCreated {
+		return // created from a checkpoint: StartContainer restores it
+	}
 	rt, err := s.runtimeForContainer(rec)
 	if err != nil {
 		log.G(ctx).Error("container's runtime", "err", err)

@@ -42,7 +42,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err := s.nriStartContainer(ctx, c); err != nil {
 		return nil, err
 	}
-	if err := rt.Start(ctx, c.ID); err != nil {
+	if err := s.startOrRestore(ctx, rt, c); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
 		c.EventMu.Lock()

@@ -11,5 +11,8 @@
 //	sudo go test -race -count=1 -v ./test/integration/
 //
 // PODBAY_ITEST_RACE=1 builds podbayd itself with the race detector;
-// PODBAY_ITEST_KEEP=1 keeps each test's directory for inspection.
+// PODBAY_ITEST_KEEP=1 keeps each test's directory for inspection;
+// PODBAY_ITEST_BINDIR=DIR uses the daemon, CLI, pause program and test tools
+// built beforehand into DIR (as TestMain builds them) instead of building
+// them: for a test binary (go test -c) run where there is no Go.
 package integration
