@@ -156,12 +156,20 @@ func (o *orphan) signal(sig unix.Signal) error {
 // kill kills the process and, first, the group it leads, and reports
 // whether it was still there to kill.
 func (o *orphan) kill() bool {
-	// Still the process that matched: its group (whose id stays reserved
-	// while it lives) goes first, then the process itself.
-	if pgid, err := unix.Getpgid(o.pid); err == nil && pgid == o.pid && o.signal(0) == nil {
+	pgid, err := unix.Getpgid(o.pid)
+	// Still the process that matched (the pidfd says so), so the group id
+	// read above was its own: it stays reserved while the process lives.
+	if o.signal(0) != nil {
+		return false
+	}
+	// The group first, the leader with it; then the process itself in
+	// case it leads none. It was there to kill: the group kill may end it
+	// and its parent reap it before the second signal, which then fails.
+	if err == nil && pgid == o.pid {
 		_ = unix.Kill(-o.pid, unix.SIGKILL)
 	}
-	return o.signal(unix.SIGKILL) == nil
+	_ = o.signal(unix.SIGKILL)
+	return true
 }
 
 // wait waits until the process has exited or the deadline passed, and
