@@ -139,14 +139,6 @@ func (e *env) runtimeConditions(t *testing.T) map[string]*runtimeapi.RuntimeCond
 	return m
 }
 
-// TestUnimplemented: RPCs podbay does not serve yet say so.
-func TestUnimplemented(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	e.start("")
-	if _, err := e.rt.CheckpointContainer(rpcCtx(t), &runtimeapi.CheckpointContainerRequest{ContainerId: randHex(32)}); code(err) != codes.Unimplemented {
-		t.Errorf("CheckpointContainer: %v, want Unimplemented", err)
-	}
-}
 
 // TestCLI: podbay inspect and ps against the daemon.
 func TestCLI(t *testing.T) {
