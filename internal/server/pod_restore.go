@@ -62,12 +62,16 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 			return nil, errInvalid(fmt.Sprintf("container_configs names %q, which the checkpoint lacks", name))
 		}
 	}
-	rt, err := s.runtimeFor(req.GetRuntimeHandler())
+	handler := req.GetRuntimeHandler()
+	if handler == "" {
+		handler = s.current().cfg.DefaultRuntime
+	}
+	rt, err := s.runtimeFor(handler)
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := rt.(runtime.Restorer); !ok {
-		return nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", req.GetRuntimeHandler(), errdefs.ErrNotImplemented)
+		return nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
 	}
 	if err := checkpoint.CheckCRIU(ctx, criuPath); err != nil {
 		return nil, err
