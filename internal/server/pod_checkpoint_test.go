@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -16,12 +17,16 @@ import (
 	"github.com/podbay/podbay/internal/runtime"
 )
 
-// The fake pauses and resumes: "pause id" and "resume id" calls.
+// The fake pauses and resumes: "pause id" and "resume id" calls; as a real
+// runtime's command, neither runs once ctx is done.
 
 func (f *fakeRuntime) Pause(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("pause", id); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	f.containers[id] = runtime.StatusPaused
@@ -32,6 +37,9 @@ func (f *fakeRuntime) Resume(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("resume", id); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	f.containers[id] = runtime.StatusRunning
@@ -357,4 +365,44 @@ func TestRestorePodRefusalsAndCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.assertNothingHeld(t)
+}
+
+// hangingCheckpoint dumps until the caller's deadline.
+type hangingCheckpoint struct{ *fakeRuntime }
+
+func (f hangingCheckpoint) Checkpoint(ctx context.Context, id string, opts runtime.CheckpointOptions) error {
+	f.mu.Lock()
+	_ = f.enter("checkpoint", id)
+	f.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// The caller's deadline passes during a dump: every container is resumed
+// all the same (the resume is not bound by that deadline).
+func TestCheckpointPodDeadline(t *testing.T) {
+	e := newTestEnv(t, "")
+	fakeCRIU(t, true)
+	pod, ids := e.runningPod(t, "web", "a", "b")
+	e.runtimes["runc"] = hangingCheckpoint{e.rt}
+	e.srv.Shutdown(context.Background())
+	e.srv = e.newServer(t, nil)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := e.srv.CheckpointPod(ctx, &runtimeapi.CheckpointPodRequest{PodSandboxId: pod, OutputPath: out, ContainerIds: ids})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CheckpointPod past its deadline: %v", err)
+	}
+	if got := e.rt.callsOf("resume"); len(got) != 2 {
+		t.Errorf("resumed: %v", got)
+	}
+	for _, id := range ids {
+		if st, _ := e.rt.State(context.Background(), id); st.Status != runtime.StatusRunning {
+			t.Errorf("%s left %s", id, st.Status)
+		}
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("output holds %v", ents)
+	}
 }
