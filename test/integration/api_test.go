@@ -139,7 +139,6 @@ func (e *env) runtimeConditions(t *testing.T) map[string]*runtimeapi.RuntimeCond
 	return m
 }
 
-
 // TestCLI: podbay inspect and ps against the daemon.
 func TestCLI(t *testing.T) {
 	e := newEnv(t, envOptions{})
