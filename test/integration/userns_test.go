@@ -71,7 +71,7 @@ func TestUserNamespacesIdmapped(t *testing.T) {
 		t.Fatal(runcBuildErr)
 	}
 	e, images := newContainerEnvWith(t, envOptions{extraRuntimes: map[string]handlerOptions{
-		idmapHandler: {runtime: bin(newRunc)},
+		idmapHandler: {typ: "oci", runtime: bin(newRunc)},
 	}}, "busybox")
 	resp, err := e.rt.Status(rpcCtx(t), &runtimeapi.StatusRequest{})
 	if err != nil {
