@@ -38,7 +38,8 @@ run: deps build
 # integration tests against the real daemon, netns, CNI, conmon and runc,
 # and the CRI conformance suite (critest); then the integration tests and
 # critest again with every pod behind a "vm" handler (containerd shim v2,
-# proven with containerd-shim-runc-v2). critest's summary lines come last.
+# proven with containerd-shim-runc-v2), and critest's 6 user-namespace specs
+# on runc built from tools/. critest's summary lines come last.
 # TestCRIFuzz runs with a seed that passes here, so that the gate is
 # repeatable; without PODBAY_CRI_FUZZ_SEED it draws a new one each run (a
 # failing seed is a bug to fix, then a seed to keep).
@@ -50,6 +51,7 @@ test: deps-test lint
 	PODBAY_CRI_FUZZ_SEED=$(CRI_FUZZ_SEED) PODBAY_TEST_RUNTIME_TYPE=vm go test -race -count=1 ./test/integration/
 	./hack/critest.sh
 	./hack/critest.sh --vm
+	./hack/critest.sh --userns
 
 # A short run of every Go fuzz target, FUZZTIME each (6 targets: about a
 # minute and a half at 10s, builds included). Their seeds (f.Add and

@@ -4,7 +4,10 @@
 # and the tools the tests use.
 # With --test also Debian's containerd package, for its
 # containerd-shim-runc-v2: the tests run a "vm" handler on it (the shim v2
-# API Kata speaks). podbayd itself needs it only for such a handler.
+# API Kata speaks). podbayd itself needs it only for such a handler. And
+# what building runc from tools/ takes (cgo with libseccomp): the tests run
+# user-namespaced pods on it, as Debian 12's runc 1.1.5 has no idmapped
+# mounts.
 set -euo pipefail
 
 with_test=0
@@ -24,7 +27,7 @@ fi
 
 packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make)
 if [ "$with_test" -eq 1 ]; then
-	packages+=(containerd)
+	packages+=(containerd gcc libc6-dev pkg-config libseccomp-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do

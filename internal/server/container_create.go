@@ -203,6 +203,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, err
 	}
+	if err := reachableFromUserNamespace(spec); err != nil {
+		return nil, err
+	}
 	defer rb.OnError(ctx, &retErr, "tell NRI plugins the container is gone", s.nriUndoCreate(c))
 	if err := s.nriCreateContainer(ctx, c.Record(), sbRec, spec); err != nil {
 		return nil, err

@@ -263,6 +263,9 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	if err != nil {
 		return err
 	}
+	if err := reachableFromUserNamespace(spec); err != nil {
+		return err
+	}
 	bundle := filepath.Join(rec.Dir, "bundle")
 	if err := writeBundle(bundle, spec); err != nil {
 		return err

@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/containers/storage/pkg/idtools"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -90,4 +92,31 @@ func rootfsIDMaps(u *specgen.UserNamespace) (uids, gids []idtools.IDMap) {
 	}
 	return []idtools.IDMap{{ContainerID: int(u.UIDs.ContainerID), HostID: int(u.UIDs.HostID), Size: int(u.UIDs.Size)}},
 		[]idtools.IDMap{{ContainerID: int(u.GIDs.ContainerID), HostID: int(u.GIDs.HostID), Size: int(u.GIDs.Size)}}
+}
+
+// reachableFromUserNamespace lets the runtime reach a user-namespaced
+// container's rootfs: it prepares the rootfs from inside the namespace, as
+// the pod's root, an unprivileged host ID that root-only directories
+// (podbay's root and storage dirs are 0700) shut out. Every directory
+// above the rootfs gets the search bit for others where it lacks it (as
+// containerd keeps its root 0711): the namespace may then reach paths it
+// knows, never list them. Nothing for a container with the host's users.
+func reachableFromUserNamespace(spec *specs.Spec) error {
+	if spec.Linux == nil || len(spec.Linux.UIDMappings) == 0 || spec.Root == nil {
+		return nil
+	}
+	for dir := filepath.Dir(spec.Root.Path); ; dir = filepath.Dir(dir) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("user namespace: %w", err)
+		}
+		if fi.Mode()&0o001 == 0 {
+			if err := os.Chmod(dir, fi.Mode()|0o001); err != nil {
+				return fmt.Errorf("user namespace: let the pod's root reach its rootfs: %w", err)
+			}
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
 }

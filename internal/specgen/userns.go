@@ -50,6 +50,15 @@ func (u *UserNamespace) apply(s *specs.Spec, path string) {
 	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: path})
 	s.Linux.UIDMappings = []specs.LinuxIDMapping{u.UIDs}
 	s.Linux.GIDMappings = []specs.LinuxIDMapping{u.GIDs}
+	// A sysfs mount needs the network namespace to belong to the user
+	// namespace; the pod's was made by podbay, on the host's, before its
+	// user namespace existed, and the kernel refuses it (EPERM). So /sys
+	// is the host's, bound read-only, as CRI-O does for such pods.
+	for i := range s.Mounts {
+		if m := &s.Mounts[i]; m.Destination == "/sys" && m.Type == "sysfs" {
+			*m = specs.Mount{Destination: "/sys", Type: "bind", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}}
+		}
+	}
 }
 
 // idmap makes m an idmapped mount (runtime-spec 1.1 mount uidMappings and

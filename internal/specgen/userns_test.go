@@ -34,6 +34,7 @@ func TestSandboxSpecUserNamespace(t *testing.T) {
 		!slices.Equal(s.Linux.GIDMappings, []specs.LinuxIDMapping{sb.UserNS.GIDs}) {
 		t.Errorf("mappings %v %v", s.Linux.UIDMappings, s.Linux.GIDMappings)
 	}
+	requireHostSys(t, s)
 
 	// Without: the host's, no mappings.
 	s, err = SandboxSpec(base())
@@ -111,6 +112,8 @@ func TestContainerSpecUserNamespace(t *testing.T) {
 		}
 	}
 
+	requireHostSys(t, s)
+
 	// No pause process to join: refused, not a spec without the namespace.
 	c.Sandbox.PID = 0
 	c.Sandbox.HostNetwork, c.Sandbox.NetNSPath = true, ""
@@ -125,5 +128,22 @@ func TestContainerSpecUserNamespace(t *testing.T) {
 	c.Sandbox.UserNS.GIDs.Size = 0
 	if _, err := ContainerSpec(c, Host{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("empty gid range: %v", err)
+	}
+}
+
+// requireHostSys: a user-namespaced spec's /sys is the host's, bound
+// read-only, not a sysfs mount (which the kernel refuses in a user
+// namespace that does not own the pod's network namespace).
+func requireHostSys(t *testing.T, s *specs.Spec) {
+	t.Helper()
+	var sys []specs.Mount
+	for _, m := range s.Mounts {
+		if m.Destination == "/sys" {
+			sys = append(sys, m)
+		}
+	}
+	if len(sys) != 1 || sys[0].Type != "bind" || sys[0].Source != "/sys" ||
+		!slices.Contains(sys[0].Options, "rbind") || !slices.Contains(sys[0].Options, "ro") {
+		t.Errorf("/sys mounts %+v, want one read-only rbind of the host's /sys", sys)
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,6 +69,10 @@ type handlerOptions struct {
 	// the env lets every annotation through, so that both suites see
 	// the same specs.
 	defaultAnnotations bool
+	// runtime is the OCI runtime binary the handler runs ("" = the
+	// env's failure-injecting wrapper of the host's runc): path of an
+	// oci handler, runtime_path of a vm one.
+	runtime string
 }
 
 // suiteRuntimeType is the type of the env's "runc" handler, and of every
@@ -292,13 +297,13 @@ func (e *env) daemonConfig() string {
 			// The shim runs the same wrapper as the oci handlers, with its
 			// runc state kept inside the env.
 			fmt.Fprintf(&b, "type = \"vm\"\npath = %q\n", shimPath())
-			fmt.Fprintf(&b, "runtime_path = %q\n", e.runtimePath)
+			fmt.Fprintf(&b, "runtime_path = %q\n", cmp.Or(h.runtime, e.runtimePath))
 			fmt.Fprintf(&b, "runtime_root = %q\n", filepath.Join(e.stateDir, "shim-runc", name))
 			if !h.defaultAnnotations {
 				fmt.Fprintf(&b, "pod_annotations = [\"*\"]\ncontainer_annotations = [\"*\"]\n")
 			}
 		} else {
-			fmt.Fprintf(&b, "path = %q\n", e.runtimePath)
+			fmt.Fprintf(&b, "path = %q\n", cmp.Or(h.runtime, e.runtimePath))
 		}
 		if h.order != "" {
 			fmt.Fprintf(&b, "network_order = %q\n", h.order)
