@@ -39,7 +39,9 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	// /etc/group memberships too; Strict: only the ones asked for), and
 	// ContainerStatus reports the resulting identity.
 	// Bind mounts take the mount_options of specgen.MountOptionsAllowed.
-	resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true, MountOptions: true}
+	// A user-namespaced pod may use the host's network (on a handler that
+	// supports user namespaces): its /sys is the host's, bound read-only.
+	resp.Features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true, MountOptions: true, UserNamespacesHostNetwork: true}
 	if req.GetVerbose() {
 		info, err := s.statusInfo(ctx, cur, last)
 		if err != nil {

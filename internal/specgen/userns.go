@@ -70,7 +70,10 @@ func (u *UserNamespace) idmap(m *specs.Mount) {
 
 // checkUserNamespaceSandbox refuses what a pod with its own user namespace
 // cannot have, as the Kubernetes API does for hostUsers: false: the host's
-// network, PID or IPC namespace.
+// PID or IPC namespace. The host's network is allowed (the
+// UserNamespacesHostNetworkSupport gate; RuntimeHandlerFeatures
+// user_namespaces_host_network): /sys is then the host's, bound read-only,
+// as for any pod whose network namespace its user namespace does not own.
 func checkUserNamespaceSandbox(sb Sandbox) error {
 	if sb.UserNS == nil {
 		return nil
@@ -78,8 +81,8 @@ func checkUserNamespaceSandbox(sb Sandbox) error {
 	if err := sb.UserNS.check(); err != nil {
 		return err
 	}
-	if sb.HostNetwork || sb.HostPID || sb.HostIPC {
-		return fmt.Errorf("a pod with its own user namespace cannot use the host's network, PID or IPC namespace: %w", errdefs.ErrInvalidArgument)
+	if sb.HostPID || sb.HostIPC {
+		return fmt.Errorf("a pod with its own user namespace cannot use the host's PID or IPC namespace: %w", errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

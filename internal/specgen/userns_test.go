@@ -46,6 +46,26 @@ func TestSandboxSpecUserNamespace(t *testing.T) {
 	}
 }
 
+// The host's network is allowed with a user namespace
+// (user_namespaces_host_network): no network namespace, /sys the host's.
+func TestSandboxSpecUserNamespaceHostNetwork(t *testing.T) {
+	sb := base()
+	sb.UserNS = kubeletUserNS()
+	sb.HostNetwork, sb.NetNSPath = true, ""
+	s, err := SandboxSpec(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := nsTypes(s)
+	if _, ok := ns[specs.NetworkNamespace]; ok {
+		t.Errorf("namespaces %v: want the host's network", s.Linux.Namespaces)
+	}
+	if _, ok := ns[specs.UserNamespace]; !ok {
+		t.Errorf("namespaces %v: want a user namespace", s.Linux.Namespaces)
+	}
+	requireHostSys(t, s)
+}
+
 func TestSandboxSpecUserNamespaceRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -56,7 +76,6 @@ func TestSandboxSpecUserNamespaceRejects(t *testing.T) {
 		{"uid range past the end", func(sb *Sandbox) { sb.UserNS.UIDs.HostID = 1<<32 - 65536 }},
 		{"gid range past the end", func(sb *Sandbox) { sb.UserNS.GIDs.HostID = 1<<32 - 100 }},
 		{"not from container ID 0", func(sb *Sandbox) { sb.UserNS.UIDs.ContainerID = 1000 }},
-		{"host network", func(sb *Sandbox) { sb.HostNetwork, sb.NetNSPath = true, "" }},
 		{"host pid", func(sb *Sandbox) { sb.HostPID = true }},
 		{"host ipc", func(sb *Sandbox) { sb.HostIPC = true }},
 	} {

@@ -146,4 +146,30 @@ func TestUserNamespacesIdmapped(t *testing.T) {
 		t.Errorf("the container root's file is owned by %d:%d on the host, want 0:0 (an idmapped mount)", st.Uid, st.Gid)
 	}
 	e.stopAndRemove(t, pod.id)
+
+	// The host's network with a user namespace (user_namespaces_host_network):
+	// the container sees the host's interfaces, its /sys is the host's.
+	if !resp.GetFeatures().GetUserNamespacesHostNetwork() {
+		t.Error("RuntimeFeatures.user_namespaces_host_network is false")
+	}
+	hcfg := e.podConfig("userns-hostnet", func(c *runtimeapi.PodSandboxConfig) {
+		c.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+		c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{
+			Mode: runtimeapi.NamespaceMode_POD,
+			Uids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
+			Gids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
+		}
+	})
+	if err := os.MkdirAll(hcfg.LogDirectory, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hpod := testPod{id: e.runPod(t, hcfg, idmapHandler), cfg: hcfg}
+	hid, _ := e.runContainer(t, hpod, containerConfig("c", images.ref("busybox"), ctrShell("sleep 600")))
+	if got := strings.Fields(e.execOutput(t, hid, "cat", "/proc/self/uid_map")); !slices.Equal(got, []string{"0", "100000", "65536"}) {
+		t.Errorf("host-network pod: uid_map %q, want 0 100000 65536", got)
+	}
+	if got := strings.Fields(e.execOutput(t, hid, "ls", "/sys/class/net")); !slices.Contains(got, e.bridge) {
+		t.Errorf("host-network pod: /sys/class/net %q lacks the host's bridge %s", got, e.bridge)
+	}
+	e.stopAndRemove(t, hpod.id)
 }
