@@ -338,13 +338,30 @@ func TestRestorePodRefusalsAndCleanup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A corrupt archive is refused before the pod is made.
 	if err := restore(bad, podConfig("r"), "a", "b"); err == nil {
 		t.Fatal("restore of a corrupt checkpoint succeeded")
 	}
+	// So is a config that does not describe the checkpointed process.
+	mismatched := containerConfig("b")
+	mismatched.Envs = append(mismatched.Envs, &runtimeapi.KeyValue{Key: "NOT_IN_THE_CHECKPOINT", Value: []byte("1")})
+	_, err = call(e.srv, "RestorePod", e.srv.RestorePod, &runtimeapi.RestorePodRequest{CheckpointPath: out, Config: podConfig("r"),
+		ContainerConfigs: []*runtimeapi.ContainerConfig{containerConfig("a"), mismatched}})
+	wantStatus(t, "env mismatch", err, codes.InvalidArgument)
+	if got := e.rt.callsOf("create"); len(got) != 3 {
+		t.Errorf("refused restores reached the runtime: %v", got)
+	}
+	// The second container fails once the pod is made: the pod and the
+	// first container are removed.
+	badMount := containerConfig("b")
+	badMount.Mounts = []*runtimeapi.Mount{{HostPath: "relative", ContainerPath: "/x"}}
+	_, err = call(e.srv, "RestorePod", e.srv.RestorePod, &runtimeapi.RestorePodRequest{CheckpointPath: out, Config: podConfig("r"),
+		ContainerConfigs: []*runtimeapi.ContainerConfig{containerConfig("a"), badMount}})
+	wantStatus(t, "second container refused", err, codes.InvalidArgument)
 	if pods() != np || ctrs() != nc {
 		t.Errorf("failed restore left pods %d (was %d), containers %d (was %d)", pods(), np, ctrs(), nc)
 	}
-	if got := e.rt.callsOf("create"); len(got) != 4 { // + the restored pod's pause container
+	if got := e.rt.callsOf("create"); len(got) != 4 { // + the restored pod's pause container (a restored container is made by its start)
 		t.Errorf("runtime calls: %v", got)
 	}
 	if ents, _ := os.ReadDir(out); len(ents) != 3 {

@@ -1,11 +1,16 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -76,6 +81,11 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 	if err := checkpoint.CheckCRIU(ctx, criuPath); err != nil {
 		return nil, err
 	}
+	for _, c := range cfgs {
+		if err := s.checkRestoreMatches(ctx, c, archives[c.GetMetadata().GetName()]); err != nil {
+			return nil, err
+		}
+	}
 
 	run, err := s.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: req.GetConfig(), RuntimeHandler: req.GetRuntimeHandler()})
 	if err != nil {
@@ -111,4 +121,64 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 	}
 	log.G(ctx).Info("pod restored from a checkpoint", "pod", podID, "from", dir, "containers", len(resp.RestoredContainers))
 	return resp, nil
+}
+
+// checkRestoreMatches fails a restore whose container config does not
+// describe the checkpointed process, as the CRI asks ("any mismatch the
+// runtime can validate must fail the restore"): the image (resolved to its
+// ID where both are stored), the command and arguments, the working
+// directory, every environment variable, and the user and group IDs — each
+// only where the config sets it (the kubelet leaves the image's defaults
+// unset).
+func (s *Server) checkRestoreMatches(ctx context.Context, cfg *runtimeapi.ContainerConfig, archive string) error {
+	name := cfg.GetMetadata().GetName()
+	mismatch := func(what string, want, got any) error {
+		return fmt.Errorf("restore container %q: %s %v does not match the checkpoint's %v: %w", name, what, want, got, errdefs.ErrInvalidArgument)
+	}
+	meta, rawSpec, err := checkpoint.ReadMeta(archive)
+	if err != nil {
+		return err
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(rawSpec, &spec); err != nil || spec.Process == nil {
+		return fmt.Errorf("checkpoint archive %s: %s has no process: %w", archive, checkpoint.SpecDumpFile, errdefs.ErrInvalidArgument)
+	}
+	if img := cfg.GetImage().GetImage(); img != "" {
+		names := []string{meta.RootfsImageRef, meta.RootfsImageName, meta.RootfsImage}
+		if !slices.Contains(names, img) && !slices.Contains(names, strings.TrimPrefix(img, "sha256:")) {
+			want, werr := s.images.Status(ctx, storageRef(img))
+			got, gerr := s.images.Status(ctx, storageRef(cmp.Or(meta.RootfsImageRef, meta.RootfsImageName, meta.RootfsImage)))
+			if werr != nil || gerr != nil || want.ID != got.ID {
+				return mismatch("image", img, cmp.Or(meta.RootfsImageName, meta.RootfsImageRef, meta.RootfsImage))
+			}
+		}
+	}
+	args := spec.Process.Args
+	switch {
+	case len(cfg.GetCommand()) > 0:
+		if want := append(slices.Clone(cfg.GetCommand()), cfg.GetArgs()...); !slices.Equal(want, args) {
+			return mismatch("command", want, args)
+		}
+	case len(cfg.GetArgs()) > 0:
+		// The image's entrypoint, then these.
+		if want := cfg.GetArgs(); len(args) < len(want) || !slices.Equal(want, args[len(args)-len(want):]) {
+			return mismatch("args", want, args)
+		}
+	}
+	if wd := cfg.GetWorkingDir(); wd != "" && wd != spec.Process.Cwd {
+		return mismatch("working directory", wd, spec.Process.Cwd)
+	}
+	for _, kv := range cfg.GetEnvs() {
+		if v := kv.GetKey() + "=" + string(kv.GetValue()); !slices.Contains(spec.Process.Env, v) {
+			return mismatch("environment variable", kv.GetKey(), "environment")
+		}
+	}
+	sc := cfg.GetLinux().GetSecurityContext()
+	if u := sc.GetRunAsUser(); u != nil && uint32(u.GetValue()) != spec.Process.User.UID {
+		return mismatch("run_as_user", u.GetValue(), spec.Process.User.UID)
+	}
+	if g := sc.GetRunAsGroup(); g != nil && uint32(g.GetValue()) != spec.Process.User.GID {
+		return mismatch("run_as_group", g.GetValue(), spec.Process.User.GID)
+	}
+	return nil
 }
