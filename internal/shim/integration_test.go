@@ -408,6 +408,17 @@ func TestIntegrationExitCodes(t *testing.T) {
 
 	// PID 1 of a pid namespace only gets signals it handles.
 	graceful, _ := e.run(ctx, r, pod, "graceful", nil, "sh", "-c", `trap "exit 7" TERM; sleep 100 & wait`)
+	// The trap is set once the shell has started its sleep: a SIGTERM
+	// before that is ignored by PID 1, and Stop would wait it out.
+	st, err := r.State(ctx, graceful)
+	if err != nil {
+		t.Fatalf("State: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !hasChild(st.Pid, "sleep"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell (pid %d) started no sleep", st.Pid)
+		}
+	}
 	start := time.Now()
 	if err := r.Stop(ctx, graceful, 30*time.Second, syscall.SIGTERM); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -527,4 +538,16 @@ func TestIntegrationUnknownID(t *testing.T) {
 	if _, err := r.State(ctx, "../x"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("State of a bad ID = %v, want ErrInvalidArgument", err)
 	}
+}
+
+// hasChild reports whether process pid has a child whose command line
+// starts with prefix.
+func hasChild(pid int, prefix string) bool {
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, c := range strings.Fields(string(children)) {
+		if cmdline, _ := os.ReadFile("/proc/" + c + "/cmdline"); strings.HasPrefix(string(cmdline), prefix) {
+			return true
+		}
+	}
+	return false
 }
