@@ -200,6 +200,11 @@ func TestIntegrationGracefulStop(t *testing.T) {
 	if err := e.rt.Start(ctx, id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
+	st, err := e.rt.State(ctx, id)
+	if err != nil {
+		t.Fatalf("State: %v", err)
+	}
+	testbundle.WaitForChild(t, st.Pid, "sleep") // the trap is set
 	start := time.Now()
 	if err := e.rt.Stop(ctx, id, 30*time.Second, syscall.SIGTERM); err != nil {
 		t.Fatalf("Stop: %v", err)

@@ -414,11 +414,7 @@ func TestIntegrationExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("State: %v", err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !hasChild(st.Pid, "sleep"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the shell (pid %d) started no sleep", st.Pid)
-		}
-	}
+	testbundle.WaitForChild(t, st.Pid, "sleep")
 	start := time.Now()
 	if err := r.Stop(ctx, graceful, 30*time.Second, syscall.SIGTERM); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -538,16 +534,4 @@ func TestIntegrationUnknownID(t *testing.T) {
 	if _, err := r.State(ctx, "../x"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("State of a bad ID = %v, want ErrInvalidArgument", err)
 	}
-}
-
-// hasChild reports whether process pid has a child whose command line
-// starts with prefix.
-func hasChild(pid int, prefix string) bool {
-	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	for _, c := range strings.Fields(string(children)) {
-		if cmdline, _ := os.ReadFile("/proc/" + c + "/cmdline"); strings.HasPrefix(string(cmdline), prefix) {
-			return true
-		}
-	}
-	return false
 }
