@@ -382,7 +382,7 @@ func newRuntime(name string, cfg *config.Config, conmon string) (runtime.Runtime
 			CreateTimeout: time.Duration(rc.Timeout), CommandTimeout: time.Duration(rc.Timeout)}
 		switch {
 		case rc.ConfigPath != "":
-			sc.Options, err = shim.ConfigPathOptions(rc.ConfigPath)
+			sc.Options, err = shim.ConfigPathOptions(rc.ConfigPath, rc.OptionsType)
 		case rc.RuntimePath != "" || rc.RuntimeRoot != "":
 			bin := rc.RuntimePath
 			if bin != "" {

@@ -217,6 +217,18 @@ type Runtime struct {
 	// configuration file (containerd's runtime options ConfigPath, e.g.
 	// /etc/kata-containers/configuration.toml).
 	ConfigPath string `toml:"config_path"`
+	// OptionsType is, with config_path, the type URL of the file's
+	// content, sent in the same options (containerd's runtime option
+	// TypeUrl): gVisor's containerd-shim-runsc-v1 takes
+	// "io.containerd.runsc.v1.options" and config_path a runsc.toml.
+	OptionsType string `toml:"options_type"`
+	// RequiresNetworkBeforeStart says the handler's runtime reads the
+	// pod's interfaces when it boots (gVisor's netstack, a Kata VM): a
+	// pod that asks for network order "after" is refused with
+	// FailedPrecondition, unless AllowNetworkAfter is set, which runs it
+	// with a warning logged (the sandbox then has no pod interface).
+	RequiresNetworkBeforeStart bool `toml:"requires_network_before_start"`
+	AllowNetworkAfter          bool `toml:"allow_network_after"`
 	// Timeout bounds each call to the runtime: a create (conmon and the
 	// runtime's create, or the shim's start and Create) and each start,
 	// kill, delete and state. A call still running then fails, its
@@ -421,6 +433,9 @@ func (c *Config) Validate() error {
 		if rt.Type == TypeOCI && (rt.RuntimePath != "" || rt.RuntimeRoot != "" || rt.ConfigPath != "") {
 			errs = append(errs, fmt.Errorf("runtimes.%s: runtime_path, runtime_root and config_path are for vm handlers", name))
 		}
+		if rt.OptionsType != "" && rt.ConfigPath == "" {
+			errs = append(errs, fmt.Errorf("runtimes.%s: options_type needs config_path", name))
+		}
 		if rt.ConfigPath != "" && (rt.RuntimePath != "" || rt.RuntimeRoot != "") {
 			errs = append(errs, fmt.Errorf("runtimes.%s: config_path (Kata's options) and runtime_path/runtime_root (runc's options) exclude each other", name))
 		}
@@ -451,6 +466,9 @@ func (c *Config) Validate() error {
 		case OrderBefore, OrderAfter:
 		default:
 			errs = append(errs, fmt.Errorf("runtimes.%s.network_order %q: want before or after", name, rt.NetworkOrder))
+		}
+		if rt.RequiresNetworkBeforeStart && rt.NetworkOrder == OrderAfter && !rt.AllowNetworkAfter {
+			errs = append(errs, fmt.Errorf("runtimes.%s: network_order \"after\" with requires_network_before_start needs allow_network_after", name))
 		}
 		c.Runtimes[name] = rt
 	}

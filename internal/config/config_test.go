@@ -89,6 +89,12 @@ type = "vm"
 path = "containerd-shim-runc-v2"
 runtime_path = "/usr/sbin/runc"
 runtime_root = "/run/podbay/shim-runc"
+[runtimes.gvisor]
+type = "vm"
+path = "containerd-shim-runsc-v1"
+config_path = "/etc/podbay/runsc.toml"
+options_type = "io.containerd.runsc.v1.options"
+requires_network_before_start = true
 `), 0o644)
 	cfg, err := Load(path, false)
 	if err != nil {
@@ -106,6 +112,10 @@ runtime_root = "/run/podbay/shim-runc"
 	}
 	if shim.Type != TypeVM || shim.Root != "/run/podbay/runtimes/shim" || shim.RuntimeRoot != "/run/podbay/shim-runc" || shim.PodAnnotations != nil {
 		t.Errorf("shim handler: %+v", shim)
+	}
+	if gv := cfg.Runtimes["gvisor"]; gv.OptionsType != "io.containerd.runsc.v1.options" || !gv.RequiresNetworkBeforeStart ||
+		gv.AllowNetworkAfter || gv.NetworkOrder != OrderBefore || shim.RequiresNetworkBeforeStart {
+		t.Errorf("gvisor handler: %+v", gv)
 	}
 }
 
@@ -145,6 +155,10 @@ func TestLoadRejects(t *testing.T) {
 			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", RuntimeRoot: "/run/x", ConfigPath: "/etc/kata.toml"}
 		},
 		"relative cfg": func(c *Config) { c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", ConfigPath: "kata.toml"} },
+		"type no path": func(c *Config) { c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", OptionsType: "io.containerd.runsc.v1.options"} },
+		"needs before": func(c *Config) {
+			c.Runtimes["vm"] = Runtime{Type: TypeVM, Path: "shim", NetworkOrder: OrderAfter, RequiresNetworkBeforeStart: true}
+		},
 		"nri socket":   func(c *Config) { c.NRI.SocketPath = "nri.sock" },
 		"nri plugins":  func(c *Config) { c.NRI.PluginPath = "" },
 		"nri request":  func(c *Config) { c.NRI.PluginRequestTimeout = 0 },

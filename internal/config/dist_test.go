@@ -21,7 +21,7 @@ var setting = regexp.MustCompile(`^#([a-z_]+ = .*|\[[a-z_.]+\])$`)
 
 // vmOnly are the keys a handler of type oci refuses: distFile names them in
 // an example, not as settings.
-var vmOnly = map[string]bool{"runtime_path": true, "runtime_root": true, "config_path": true}
+var vmOnly = map[string]bool{"runtime_path": true, "runtime_root": true, "config_path": true, "options_type": true}
 
 // TestDistConfigIsDefault uncomments every setting in dist/podbay.toml and
 // checks that the result is exactly the built-in defaults, and that the file

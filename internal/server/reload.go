@@ -320,10 +320,12 @@ func (a *applier) newRuntime(name string) (runtime.Runtime, error) {
 
 // instanceKeysEqual reports whether two handler configurations can share
 // a runtime instance: they differ at most in what the server reads per
-// pod (annotations, network order).
+// pod (annotations, network order and its rule).
 func instanceKeysEqual(a, b config.Runtime) bool {
 	a.PodAnnotations, a.ContainerAnnotations, a.NetworkOrder = nil, nil, ""
 	b.PodAnnotations, b.ContainerAnnotations, b.NetworkOrder = nil, nil, ""
+	a.RequiresNetworkBeforeStart, a.AllowNetworkAfter = false, false
+	b.RequiresNetworkBeforeStart, b.AllowNetworkAfter = false, false
 	return reflect.DeepEqual(a, b)
 }
 

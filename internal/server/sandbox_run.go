@@ -51,6 +51,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 	}()
 	handler, rt := lease.handler, lease.rt
+	if err := checkNetworkOrder(ctx, handler, lease.config, s.networkOrder(handler, cfg.GetAnnotations()), cfg); err != nil {
+		return nil, err
+	}
 	userNS, _ := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()) // validated above
 	if err := checkUserNamespaceSupport(handler, rt, userNS); err != nil {
 		return nil, err

@@ -29,10 +29,12 @@ func RuncOptions(binaryName, root string) (*anypb.Any, error) {
 	return protoAny(&runcoptions.Options{BinaryName: binaryName, Root: root})
 }
 
-// ConfigPathOptions returns the options containerd sends Kata's shim
-// (runtimeoptions.v1.Options): path is its configuration file.
-func ConfigPathOptions(path string) (*anypb.Any, error) {
-	return protoAny(&runtimeoptions.Options{ConfigPath: path})
+// ConfigPathOptions returns the options containerd sends Kata's and
+// gVisor's shims (runtimeoptions.v1.Options): path is the runtime's
+// configuration file, typeURL what its content is (containerd's TypeUrl
+// option; "io.containerd.runsc.v1.options" for a runsc.toml, "" for Kata).
+func ConfigPathOptions(path, typeURL string) (*anypb.Any, error) {
+	return protoAny(&runtimeoptions.Options{TypeUrl: typeURL, ConfigPath: path})
 }
 
 // protoAny packs m as containerd's typeurl.MarshalAny does: the type URL

@@ -29,19 +29,26 @@ func TestRuncOptions(t *testing.T) {
 }
 
 func TestConfigPathOptions(t *testing.T) {
-	a, err := ConfigPathOptions("/etc/kata/configuration.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.TypeUrl != "runtimeoptions.v1.Options" {
-		t.Errorf("type URL %q", a.TypeUrl)
-	}
-	var o runtimeoptions.Options
-	if err := proto.Unmarshal(a.Value, &o); err != nil {
-		t.Fatal(err)
-	}
-	if o.ConfigPath != "/etc/kata/configuration.toml" {
-		t.Errorf("options %+v", &o)
+	for _, tc := range []struct{ path, typeURL string }{
+		{"/etc/kata/configuration.toml", ""},
+		// gVisor's shim decodes these options as runtimeoptions.v1.Options
+		// too; containerd users set TypeUrl to runsc's.
+		{"/etc/podbay/runsc.toml", "io.containerd.runsc.v1.options"},
+	} {
+		a, err := ConfigPathOptions(tc.path, tc.typeURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.TypeUrl != "runtimeoptions.v1.Options" {
+			t.Errorf("type URL %q", a.TypeUrl)
+		}
+		var o runtimeoptions.Options
+		if err := proto.Unmarshal(a.Value, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.ConfigPath != tc.path || o.TypeUrl != tc.typeURL {
+			t.Errorf("options %+v", &o)
+		}
 	}
 }
 
