@@ -155,7 +155,9 @@ func TestLoadRejects(t *testing.T) {
 			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", RuntimeRoot: "/run/x", ConfigPath: "/etc/kata.toml"}
 		},
 		"relative cfg": func(c *Config) { c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", ConfigPath: "kata.toml"} },
-		"type no path": func(c *Config) { c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", OptionsType: "io.containerd.runsc.v1.options"} },
+		"type no path": func(c *Config) {
+			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", OptionsType: "io.containerd.runsc.v1.options"}
+		},
 		"needs before": func(c *Config) {
 			c.Runtimes["vm"] = Runtime{Type: TypeVM, Path: "shim", NetworkOrder: OrderAfter, RequiresNetworkBeforeStart: true}
 		},

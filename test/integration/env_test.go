@@ -18,9 +18,17 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
+// startTimeout bounds how long podbayd may take to serve after start:
+// 30s, or PODBAY_ITEST_START_TIMEOUT (a Go duration; an emulated guest
+// needs minutes).
+var startTimeout = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("PODBAY_ITEST_START_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return 30 * time.Second
+}()
+
 const (
-	// startTimeout bounds how long podbayd may take to serve after start.
-	startTimeout = 30 * time.Second
 	// exitTimeout bounds how long podbayd may take to exit after SIGTERM.
 	exitTimeout = 30 * time.Second
 )
