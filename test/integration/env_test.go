@@ -81,6 +81,8 @@ type handlerOptions struct {
 	// env's failure-injecting wrapper of the host's runc): path of an
 	// oci handler, runtime_path of a vm one.
 	runtime string
+	// extra is TOML added to the handler's table.
+	extra string
 }
 
 // suiteRuntimeType is the type of the env's "runc" handler, and of every
@@ -318,6 +320,9 @@ func (e *env) daemonConfig() string {
 		}
 		if e.opts.runtimeTimeout != "" {
 			fmt.Fprintf(&b, "timeout = %q\n", e.opts.runtimeTimeout)
+		}
+		if h.extra != "" {
+			fmt.Fprintf(&b, "%s\n", h.extra)
 		}
 	}
 	if e.opts.tablesConfig != "" {

@@ -393,7 +393,7 @@ func TestGVisorNetworkAfter(t *testing.T) {
 		t.Fatalf("pod state %v order %q, want READY after", st.State, info.NetworkOrder)
 	}
 	ip := e.requireIPInSubnet(t, podIP(st)).String()
-	if !strings.Contains(fileTail(e.logPath, 400), "reads the pod's interfaces when it boots") {
+	if !strings.Contains(fileTail(e.logPath, 400), "pod network set up after its sandbox starts") {
 		t.Errorf("no warning in podbayd's log for a pod with network after on gvisor-after")
 	}
 	// The pod's namespace has the interface: CNI ran, after the boot.
