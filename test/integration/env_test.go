@@ -66,6 +66,8 @@ type envOptions struct {
 	// NRI socket and plugin directories in the env's dir (nriSocket,
 	// nri-plugins, nri-conf.d), so that no daemon takes the host's.
 	nriConfig string
+	// noIPMasq turns the bridge plugin's ipMasq off (see gvisor_test.go).
+	noIPMasq bool
 }
 
 // handlerOptions configure one runtime handler of an env.
@@ -176,6 +178,8 @@ type env struct {
 	rt      runtimeapi.RuntimeServiceClient
 	img     runtimeapi.ImageServiceClient
 	seenIDs map[string]bool // sandbox IDs this env has been told about; guarded by mu
+	// runscRootDir is runsc's root in the gVisor tests.
+	runscRootDir string
 }
 
 // newEnv prepares an env; the daemon is started with env.start. Cleanup stops
@@ -343,7 +347,7 @@ func (e *env) cniConfig() []byte {
 				"type":      "bridge",
 				"bridge":    e.bridge,
 				"isGateway": true,
-				"ipMasq":    true,
+				"ipMasq":    !e.opts.noIPMasq,
 				"ipam": map[string]any{
 					"type":    "host-local",
 					"dataDir": e.ipamDir,
