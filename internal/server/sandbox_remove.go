@@ -45,6 +45,9 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 		return err
 	}
 	timer := s.metrics.Start(ctx, "remove")
+	if err := s.removals.wait(ctx, sb.ID); err != nil {
+		return err
+	}
 	for _, c := range s.containers.InSandbox(sb.ID) {
 		c.OpMu.Lock()
 		err := s.removeContainerLocked(ctx, c)
