@@ -68,7 +68,7 @@ func (r report) printContainerPhases(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\ndaemon container phases, ms (p50/p95: summary since the daemon started; count, mean: this mode)\n")
-	fmt.Fprintf(w, "%-10s %-15s %6s %9s %9s %9s\n", "operation", "phase", "count", "p50", "p95", "mean")
+	fmt.Fprintf(w, "%-17s %-15s %6s %9s %9s %9s\n", "operation", "phase", "count", "p50", "p95", "mean")
 	for _, k := range keys {
 		labels := []string{"operation", k.operation, "phase", k.phase}
 		p50, _ := r.after.get(containerPhaseMetric, append(labels, "quantile", "0.5")...)
@@ -77,6 +77,6 @@ func (r report) printContainerPhases(w io.Writer) {
 		if count == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%-10s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
+		fmt.Fprintf(w, "%-17s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
 	}
 }

@@ -86,8 +86,11 @@ func (r *Runtime) stopProcess(ctx context.Context, id string, proc *runtime.Proc
 		return ok
 	}
 	if timeout > 0 {
-		if err := r.Kill(ctx, id, sig, false); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("stop container %s: %w", id, err)
+		// proc is the init (checked by the caller) and the runtime's
+		// kill of the init alone is a kill(2) of it: through the pidfd,
+		// without a fork and exec, and with no pid reuse race.
+		if err := proc.Signal(sig); err != nil {
+			return fmt.Errorf("stop container %s: signal %d: %w", id, sig, err)
 		}
 		if r.waitFor(ctx, id, timeout, exited) {
 			r.awaitExitFile(ctx, id, monitor)
