@@ -84,6 +84,7 @@ func (r report) print(w io.Writer) {
 		mean, count := r.meanDelta(phaseMetric, labels...)
 		fmt.Fprintf(w, "%-10s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
 	}
+	r.printContainerPhases(w)
 }
 
 // summed reports whether row is not one RPC's, and so has no daemon

@@ -33,6 +33,14 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 	if sig == 0 {
 		sig = syscall.SIGTERM
 	}
+	if proc, monitor, exited, ok := r.openInit(id); ok {
+		if exited {
+			r.awaitExitFile(ctx, id, monitor)
+			return nil
+		}
+		defer proc.Close()
+		return r.stopProcess(ctx, id, proc, monitor, timeout, sig)
+	}
 	st, err := r.State(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -64,7 +72,12 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 		r.awaitExitFile(ctx, id, st.MonitorPid)
 		return nil
 	}
+	return r.stopProcess(ctx, id, proc, st.MonitorPid, timeout, sig)
+}
 
+// stopProcess is Stop once proc is known to be the container's init and
+// monitor its conmon (0: none).
+func (r *Runtime) stopProcess(ctx context.Context, id string, proc *runtime.Process, monitor int, timeout time.Duration, sig syscall.Signal) error {
 	exited := func() bool {
 		if proc.Exited() {
 			return true
@@ -73,11 +86,14 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 		return ok
 	}
 	if timeout > 0 {
-		if err := r.Kill(ctx, id, sig, false); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("stop container %s: %w", id, err)
+		// proc is the init (checked by the caller) and the runtime's
+		// kill of the init alone is a kill(2) of it: through the pidfd,
+		// without a fork and exec, and with no pid reuse race.
+		if err := proc.Signal(sig); err != nil {
+			return fmt.Errorf("stop container %s: signal %d: %w", id, sig, err)
 		}
 		if r.waitFor(ctx, id, timeout, exited) {
-			r.awaitExitFile(ctx, id, st.MonitorPid)
+			r.awaitExitFile(ctx, id, monitor)
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -94,7 +110,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 		}
 		return fmt.Errorf("stop container %s: still running %v after SIGKILL", id, killWait)
 	}
-	r.awaitExitFile(ctx, id, st.MonitorPid)
+	r.awaitExitFile(ctx, id, monitor)
 	return nil
 }
 

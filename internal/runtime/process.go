@@ -60,6 +60,10 @@ func OpenProcess(pid int) (*Process, error) {
 // Pid returns the process's pid.
 func (p *Process) Pid() int { return p.pid }
 
+// HasPidfd reports whether the handle is a pidfd, which pins the pid (a
+// kernel without pidfd_open gives a handle on the pid number only).
+func (p *Process) HasPidfd() bool { return p.f != nil }
+
 // Exited reports whether the process has terminated.
 func (p *Process) Exited() bool {
 	if p.f == nil {

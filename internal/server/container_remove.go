@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -29,7 +28,7 @@ func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCont
 	if !s.containers.Has(c.ID) {
 		return &runtimeapi.RemoveContainerResponse{}, nil
 	}
-	if err := s.removeContainerLocked(ctx, c); err != nil {
+	if err := s.removeContainerEarly(ctx, c); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
@@ -44,21 +43,8 @@ func (s *Server) removeContainerLocked(ctx context.Context, c *container.Contain
 		return err
 	}
 	timer := s.metrics.StartContainer(ctx, "remove")
-	if rec.RuntimeCreated {
-		if err := s.deleteFromRuntime(ctx, rec); err != nil {
-			return fmt.Errorf("delete container: %w", err)
-		}
-		timer.Phase("runtime_delete")
-	}
-	if err := s.images.RemoveRootfs(ctx, c.ID); err != nil {
-		return fmt.Errorf("remove container root filesystem: %w", err)
-	}
-	if err := s.releaseImageVolumes(ctx, c.ID); err != nil {
+	if err := s.releaseContainer(ctx, rec, timer); err != nil {
 		return err
-	}
-	timer.Phase("rootfs")
-	if err := os.RemoveAll(rec.Dir); err != nil {
-		return fmt.Errorf("remove container dir: %w", err)
 	}
 	c.EventMu.Lock()
 	if err := s.db.Delete(containerBucket, c.ID); err != nil {

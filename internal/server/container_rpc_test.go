@@ -70,6 +70,11 @@ func (e *testEnv) stopContainer(id string) error {
 
 func (e *testEnv) removeContainer(id string) error {
 	_, err := call(e.srv, "RemoveContainer", e.srv.RemoveContainer, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	if err == nil {
+		// RemoveContainer finishes in the background; the tests check
+		// the settled state (TestRemoveContainerAsync the unsettled one).
+		err = e.srv.removals.wait(context.Background(), "")
+	}
 	return err
 }
 

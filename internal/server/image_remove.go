@@ -16,7 +16,7 @@ func (s *imageService) RemoveImage(ctx context.Context, req *runtimeapi.RemoveIm
 	if ref == "" {
 		return nil, errInvalid("image reference is required")
 	}
-	if err := s.store.Remove(ctx, storageRef(ref)); err != nil && !errdefs.IsNotFound(err) {
+	if err := s.removeImageWaiting(ctx, storageRef(ref)); err != nil && !errdefs.IsNotFound(err) {
 		return nil, err
 	}
 	return &runtimeapi.RemoveImageResponse{}, nil

@@ -33,6 +33,9 @@ type imageService struct {
 	// intercept is the server's unary interceptor, which StreamImages
 	// runs ListImages through; nil in unit tests.
 	intercept grpc.UnaryServerInterceptor
+	// removals are the server's container removals being finished in
+	// the background; nil in unit tests.
+	removals *containerRemovals
 }
 
 // imageID is the CRI form of a storage image ID, as containerd reports it.

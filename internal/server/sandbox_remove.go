@@ -47,11 +47,18 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 	timer := s.metrics.Start(ctx, "remove")
 	for _, c := range s.containers.InSandbox(sb.ID) {
 		c.OpMu.Lock()
-		err := s.removeContainerLocked(ctx, c)
+		var err error
+		if s.containers.Has(c.ID) { // else a RemoveContainer took it meanwhile
+			err = s.removeContainerLocked(ctx, c)
+		}
 		c.OpMu.Unlock()
 		if err != nil {
 			return fmt.Errorf("remove container %s: %w", c.ID, err)
 		}
+	}
+	// RemoveContainer's releases finishing in the background.
+	if err := s.removals.wait(ctx, sb.ID); err != nil {
+		return err
 	}
 	timer.Phase("containers")
 	rec := sb.Record()

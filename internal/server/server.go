@@ -148,6 +148,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
+	// removals are RemoveContainer's removals finished in the background
+	// (container_remove_async.go).
+	removals containerRemovals
 	// recovered is closed when the background part of Recover is done.
 	recovered chan struct{}
 
@@ -215,7 +218,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
-	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor})
+	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor, removals: &s.removals})
 	return s, nil
 }
 

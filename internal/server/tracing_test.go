@@ -212,12 +212,15 @@ func TestTraceContainerLifecycle(t *testing.T) {
 		{"StartContainer", []string{"container.start.runtime_start", "container.start.persist"}},
 		{"StopContainer", []string{"container.stop.runtime_stop", "container.stop.persist"}},
 		// Stopped already: no stop phases.
-		{"RemoveContainer", []string{"container.remove.runtime_delete", "container.remove.rootfs", "container.remove.persist"}},
+		// The release of its resources is finished in the background.
+		{"RemoveContainer", []string{"container.remove.monitor", "container.remove.unpublish"}},
 	} {
 		s := rpcSpan(t, exp, tc.method)
 		// CreateContainer's from its response, the others' from the request.
 		wantAttr(t, s, attrContainerID, id)
-		if got := childNames(exp, s); !slices.Equal(got, tc.want) {
+		// The background's spans may end after the check.
+		got := slices.DeleteFunc(childNames(exp, s), func(n string) bool { return strings.HasPrefix(n, "container.remove_background.") })
+		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s's children:\n got %v\nwant %v", tc.method, got, tc.want)
 		}
 	}

@@ -159,7 +159,7 @@ func TestTracingExportsRPCSpans(t *testing.T) {
 			"container.create.rootfs", "container.create.spec", "container.create.runtime_create", "container.create.persist"}},
 		{"RuntimeService/StartContainer", ctrID, "cri.container_id", []string{"container.start.runtime_start"}},
 		{"RuntimeService/StopContainer", ctrID, "cri.container_id", []string{"container.stop.runtime_stop"}},
-		{"RuntimeService/RemoveContainer", ctrID, "cri.container_id", []string{"container.remove.runtime_delete", "container.remove.rootfs"}},
+		{"RuntimeService/RemoveContainer", ctrID, "cri.container_id", []string{"container.remove.monitor", "container.remove.unpublish"}},
 		{"RuntimeService/StopPodSandbox", podID, "cri.pod_sandbox_id", []string{"sandbox.stop.cni", "sandbox.stop.netns", "sandbox.stop.runtime_stop"}},
 		{"RuntimeService/RemovePodSandbox", podID, "cri.pod_sandbox_id", []string{"sandbox.remove.runtime_delete", "sandbox.remove.netns"}},
 	} {
