@@ -334,7 +334,7 @@ func (k *processKeeper) marked(p *proc) bool {
 	}
 	for _, line := range strings.Split(p.cgroups, "\n") {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && (parts[2] == k.e.cgroupRoot || strings.HasPrefix(parts[2], k.e.cgroupRoot+"/")) {
+		if len(parts) == 3 && (parts[2] == k.e.cgroupRootDir() || strings.HasPrefix(parts[2], k.e.cgroupRootDir()+"/")) {
 			return true
 		}
 	}
@@ -420,7 +420,7 @@ func (e *env) cgroupDirs() []string {
 	var dirs []string
 	entries, _ := os.ReadDir("/sys/fs/cgroup")
 	for _, ent := range entries {
-		p := filepath.Join("/sys/fs/cgroup", ent.Name(), e.cgroupRoot)
+		p := filepath.Join("/sys/fs/cgroup", ent.Name(), e.cgroupRootDir())
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			dirs = append(dirs, p)
 		}

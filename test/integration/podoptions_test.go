@@ -20,7 +20,7 @@ func TestPodOptions(t *testing.T) {
 	if hostPortStart == podPortStart {
 		podPortStart = "1001"
 	}
-	parent := e.cgroupRoot + "/custom"
+	parent := e.cgroupChild("custom")
 	a := e.runPod(t, e.podConfig("opts-a",
 		withDNS([]string{"10.0.0.10", "10.0.0.11"}, []string{"pbt.svc.cluster.local", "cluster.local"}, []string{"ndots:5", "timeout:2"}),
 		withHostname("pbt-host-a"),
@@ -103,10 +103,10 @@ func TestPodOptions(t *testing.T) {
 		}
 	})
 	t.Run("cgroup", func(t *testing.T) {
-		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidA)); !cgroupUnder(cg, parent) {
+		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidA)); !cgroupUnder(cg, e.parentDir(parent)) {
 			t.Errorf("pod A is not under its cgroup parent %s:\n%s", parent, cg)
 		}
-		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidB)); !cgroupUnder(cg, e.cgroupRoot) {
+		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidB)); !cgroupUnder(cg, e.cgroupRootDir()) {
 			t.Errorf("pod B is not under default_cgroup_parent %s:\n%s", e.cgroupRoot, cg)
 		}
 	})
