@@ -195,7 +195,10 @@ func TestSystemdCgroupDriver(t *testing.T) {
 	}); err != nil {
 		t.Errorf("ContainerStats: %v (%v)", err, st)
 	}
-	if fileExists(filepath.Join(dir, "cpu.pressure")) && (st.GetCpu().GetPsi() == nil || st.GetMemory().GetPsi() == nil) {
+	// A vm handler's stats come from its shim, and Debian's
+	// containerd-shim-runc-v2 (1.6) sends no PSI; podbay reads it itself
+	// for oci handlers.
+	if suiteRuntimeType == "oci" && fileExists(filepath.Join(dir, "cpu.pressure")) && (st.GetCpu().GetPsi() == nil || st.GetMemory().GetPsi() == nil) {
 		t.Errorf("no PSI in the stats of a cgroup with cpu.pressure: %v", st)
 	}
 	ps, err := e.rt.PodSandboxStats(rpcCtx(t), &runtimeapi.PodSandboxStatsRequest{PodSandboxId: pod.id})
