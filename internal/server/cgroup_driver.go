@@ -3,11 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"syscall"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/systemd"
 )
@@ -88,4 +91,30 @@ func (s *Server) runtimeCgroupDriver() runtimeapi.CgroupDriver {
 		return runtimeapi.CgroupDriver_SYSTEMD
 	}
 	return runtimeapi.CgroupDriver_CGROUPFS
+}
+
+// scopeOOMKilled asks systemd, under the systemd driver, whether container
+// id's scope ended in an OOM kill: systemd removes the scope's cgroup as
+// soon as it empties, so memory.events may be gone before a shim or podbay
+// reads it. Only an exit by SIGKILL is asked about; while the scope is
+// still active (systemd has not handled the exit yet) it is asked again,
+// for up to a second.
+func (s *Server) scopeOOMKilled(ctx context.Context, id string, code int32) bool {
+	if !s.cfg.SystemdCgroup() || s.systemd == nil || code != 128+int32(syscall.SIGKILL) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	unit := systemd.ScopeName(id)
+	for i := 0; ; i++ {
+		killed, settled, err := s.systemd.ScopeOOMKilled(ctx, unit)
+		if err != nil {
+			log.G(ctx).Debug("ask systemd about an OOM kill", "unit", unit, "err", err)
+			return false
+		}
+		if killed || settled || i == 4 {
+			return killed
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -209,3 +209,34 @@ func unitState(ctx context.Context, c *sddbus.Conn, unit string) (string, error)
 	}
 	return "", nil
 }
+
+// ScopeOOMKilled reports whether systemd saw the kernel OOM killer kill a
+// process of scope unit: its Result is "oom-kill" (systemd ≥ 243 watches
+// every unit's memory.events, and keeps a scope that failed so loaded
+// until it is reset). It tells an OOM kill when the scope's cgroup is
+// already gone: systemd removes a scope's cgroup as soon as its last
+// process exits, before a shim or podbay can read memory.events there.
+// A unit not loaded, or not failed for that, gives false. settled is
+// false while the scope is still active or deactivating: systemd has not
+// yet seen the end of its processes (nor, maybe, the OOM event).
+func (m *Manager) ScopeOOMKilled(ctx context.Context, unit string) (killed, settled bool, err error) {
+	err = m.call(ctx, func(c *sddbus.Conn) error {
+		state, err := unitState(ctx, c, unit)
+		if err != nil || state == "" {
+			settled = true
+			return err
+		}
+		settled = state != "active" && state != "deactivating" && state != "activating"
+		p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")
+		if err != nil {
+			if noUnit(err) {
+				return nil
+			}
+			return fmt.Errorf("result of %s: %w", unit, err)
+		}
+		res, _ := p.Value.Value().(string)
+		killed = res == "oom-kill"
+		return nil
+	})
+	return killed, settled, err
+}
