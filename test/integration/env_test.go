@@ -402,8 +402,8 @@ func (e *env) cleanup() {
 	for _, l := range leaks {
 		t.Errorf("leak at the end of the test: %s", l)
 	}
-	e.forceClean(leaks)
 	e.stopEnvSlice()
+	e.forceClean(leaks)
 	e.checkDaemonLog(t)
 	if t.Failed() {
 		t.Logf("podbayd log (%s), last lines:\n%s", e.logPath, e.logTail(150))

@@ -415,9 +415,18 @@ func (e *env) leakedRules(known, keep map[string]bool) []leak {
 	return leaks
 }
 
-// cgroupDirs returns the env's cgroup root in every mounted hierarchy.
+// cgroupDirs returns the env's cgroup root in every mounted hierarchy:
+// the unified one at /sys/fs/cgroup on a pure cgroup v2 host, the v1
+// ones under /sys/fs/cgroup/<controller> (and the hybrid cgroup2 mount at
+// unified/) elsewhere.
 func (e *env) cgroupDirs() []string {
 	var dirs []string
+	if p := filepath.Join("/sys/fs/cgroup", e.cgroupRootDir()); fileExists("/sys/fs/cgroup/cgroup.controllers") {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return dirs
+	}
 	entries, _ := os.ReadDir("/sys/fs/cgroup")
 	for _, ent := range entries {
 		p := filepath.Join("/sys/fs/cgroup", ent.Name(), e.cgroupRootDir())
