@@ -141,7 +141,10 @@ func cgroupUnder(listing, parent string) bool {
 		if len(parts) != 3 {
 			continue
 		}
-		if strings.Contains(","+parts[1]+",", ",memory,") || strings.Contains(","+parts[1]+",", ",pids,") || strings.Contains(","+parts[1]+",", ",cpu,") {
+		// The unified hierarchy ("0::") of a pure cgroup v2 host, or a v1
+		// controller's.
+		if (parts[0] == "0" && parts[1] == "" && fileExists("/sys/fs/cgroup/cgroup.controllers")) ||
+			strings.Contains(","+parts[1]+",", ",memory,") || strings.Contains(","+parts[1]+",", ",pids,") || strings.Contains(","+parts[1]+",", ",cpu,") {
 			if strings.HasPrefix(parts[2], parent+"/") {
 				return true
 			}
