@@ -216,7 +216,10 @@ func unitState(ctx context.Context, c *sddbus.Conn, unit string) (string, error)
 // until it is reset). It tells an OOM kill when the scope's cgroup is
 // already gone: systemd removes a scope's cgroup as soon as its last
 // process exits, before a shim or podbay can read memory.events there.
-// A unit not loaded, or not failed for that, gives false. settled is
+// A unit not loaded, or not failed for that, gives false. systemd 252
+// sets Result only where the unit's OOMPolicy stops it (a scope of
+// systemd-run, not one runc made whose last process was killed), so a
+// false here does not rule an OOM kill out. settled is
 // false while the scope is still active or deactivating: systemd has not
 // yet seen the end of its processes (nor, maybe, the OOM event).
 func (m *Manager) ScopeOOMKilled(ctx context.Context, unit string) (killed, settled bool, err error) {
