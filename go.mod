@@ -11,8 +11,10 @@ require (
 	github.com/containernetworking/cni v1.2.3
 	github.com/containers/image/v5 v5.35.0
 	github.com/containers/storage v1.58.0
+	github.com/coreos/go-systemd/v22 v22.5.0
 	github.com/docker/distribution v2.8.3+incompatible
 	github.com/fsnotify/fsnotify v1.9.0
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/google/go-containerregistry v0.20.3
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/moby/profiles/seccomp v0.1.0

@@ -35,6 +35,7 @@ import (
 	"github.com/podbay/podbay/internal/server"
 	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/store"
+	"github.com/podbay/podbay/internal/systemd"
 )
 
 func main() {
@@ -108,6 +109,7 @@ type daemon struct {
 	// command line and the configuration the daemon started with
 	// (before Validate).
 	conmon  string
+	systemd *systemd.Manager // the systemd cgroup driver's; nil under cgroupfs
 	level   *slog.LevelVar
 	flags   *cliFlags
 	running *config.Config
@@ -161,10 +163,16 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		return nil, fmt.Errorf("conmon %q: %w", cfg.Conmon, err)
 	}
 	d.conmon = conmon
+	if cfg.SystemdCgroup() {
+		if d.systemd, err = systemd.NewManager(ctx); err != nil {
+			return nil, fmt.Errorf("cgroup_driver systemd: %w", err)
+		}
+		d.closers = append(d.closers, d.systemd.Close)
+	}
 	runtimes := map[string]runtime.Runtime{}
 	unavailable := map[string]error{}
 	for _, name := range cfg.RuntimeNames() {
-		rt, closer, err := newRuntime(name, cfg, conmon)
+		rt, closer, err := newRuntime(name, cfg, conmon, d.systemd)
 		if err != nil {
 			unavailable[name] = err
 			log.G(ctx).Warn("runtime handler unavailable", "handler", name, "err", err)
@@ -241,6 +249,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Hooks:          ociHooks,
 		Reload:         d.reloadHooks(),
 		NRI:            newNRI(cfg, cdiDevices),
+		Systemd:        d.systemd,
 	})
 	if err != nil {
 		streamL.Close()
@@ -371,7 +380,7 @@ func minOOMScoreAdj(mode string) (*int, error) {
 
 // newRuntime sets up one runtime handler: an OCI runtime under conmon, or
 // a shim v2 binary (a VM runtime such as Kata).
-func newRuntime(name string, cfg *config.Config, conmon string) (runtime.Runtime, func() error, error) {
+func newRuntime(name string, cfg *config.Config, conmon string, sd *systemd.Manager) (runtime.Runtime, func() error, error) {
 	rc := cfg.Runtimes[name]
 	path, err := config.LookPath(rc.Path)
 	if err != nil {
@@ -383,14 +392,21 @@ func newRuntime(name string, cfg *config.Config, conmon string) (runtime.Runtime
 		switch {
 		case rc.ConfigPath != "":
 			sc.Options, err = shim.ConfigPathOptions(rc.ConfigPath, rc.OptionsType)
-		case rc.RuntimePath != "" || rc.RuntimeRoot != "":
+		case rc.RuntimePath != "" || rc.RuntimeRoot != "" || (sd != nil && runcShim(rc, path)):
 			bin := rc.RuntimePath
 			if bin != "" {
 				if bin, err = config.LookPath(bin); err != nil {
 					return nil, nil, fmt.Errorf("runtime_path %q: %w", rc.RuntimePath, err)
 				}
 			}
-			sc.Options, err = shim.RuncOptions(bin, rc.RuntimeRoot)
+			if sd != nil {
+				sc.Options, err = shim.SystemdRuncOptions(bin, rc.RuntimeRoot)
+			} else {
+				sc.Options, err = shim.RuncOptions(bin, rc.RuntimeRoot)
+			}
+		}
+		if sd != nil {
+			sc.Units = sd
 		}
 		if err != nil {
 			return nil, nil, err
@@ -412,6 +428,8 @@ func newRuntime(name string, cfg *config.Config, conmon string) (runtime.Runtime
 		// 0 leaves the package defaults.
 		CreateTimeout:  time.Duration(rc.Timeout),
 		CommandTimeout: time.Duration(rc.Timeout),
+		SystemdCgroup:  sd != nil,
+		Units:          unitStopper(sd),
 	})
 	if err != nil {
 		return nil, nil, err

@@ -38,7 +38,7 @@ func setLogLevel(level *slog.LevelVar, name string) {
 func (d *daemon) reloadHooks() server.ReloadHooks {
 	return server.ReloadHooks{
 		NewRuntime: func(cfg *config.Config, name string) (runtime.Runtime, error) {
-			rt, _, err := newRuntime(name, cfg, d.conmon)
+			rt, _, err := newRuntime(name, cfg, d.conmon, d.systemd)
 			return rt, err
 		},
 		NewNetwork: func(cfg *config.Config) (server.NetworkManager, error) {

@@ -53,10 +53,17 @@ type Config struct {
 	// MetricsAddress is the host:port of the Prometheus endpoint; empty
 	// disables it.
 	MetricsAddress string `toml:"metrics_address"`
-	// CgroupDriver is reported to the kubelet; only cgroupfs is supported.
+	// CgroupDriver is "systemd", "cgroupfs" or "auto" (systemd when PID 1
+	// is systemd); Validate resolves auto. It is reported to the kubelet.
 	CgroupDriver string `toml:"cgroup_driver"`
-	// DefaultCgroupParent is used when a pod names no cgroup parent.
+	// DefaultCgroupParent is used when a pod names no cgroup parent: a
+	// cgroupfs path, or under systemd a slice (the cgroupfs default
+	// /podbay becomes podbay.slice there).
 	DefaultCgroupParent string `toml:"default_cgroup_parent"`
+	// MonitorSlice is, under the systemd driver, the slice of the scopes
+	// conmon and the shims run in (podbay-conmon-<id>.scope,
+	// podbay-shim-<pod>.scope), as CRI-O's conmon_cgroup.
+	MonitorSlice string `toml:"monitor_slice"`
 	// RestrictOOMScoreAdj clamps requested oom_score_adj values to no lower
 	// than the daemon's own: "auto" (when the daemon lacks CAP_SYS_RESOURCE),
 	// "true" or "false".
@@ -248,8 +255,9 @@ func Default() *Config {
 		NetNSDir:            "/var/run/netns",
 		LogLevel:            "info",
 		LogFormat:           "text",
-		CgroupDriver:        "cgroupfs",
+		CgroupDriver:        "auto",
 		DefaultCgroupParent: "/podbay",
+		MonitorSlice:        "system.slice",
 		RestrictOOMScoreAdj: "auto",
 		Conmon:              "conmon",
 		PauseImage:          DefaultPauseImage,
@@ -361,9 +369,7 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_format %q: want text or json", c.LogFormat))
 	}
-	if c.CgroupDriver != "cgroupfs" {
-		errs = append(errs, fmt.Errorf("cgroup_driver %q: only cgroupfs is supported", c.CgroupDriver))
-	}
+	errs = append(errs, c.validateCgroupDriver()...)
 	switch c.RestrictOOMScoreAdj {
 	case "auto", "true", "false":
 	default:

@@ -134,7 +134,7 @@ func TestLoadRejects(t *testing.T) {
 	for name, mod := range map[string]func(*Config){
 		"relative root":  func(c *Config) { c.Root = "var/lib" },
 		"bad level":      func(c *Config) { c.LogLevel = "loud" },
-		"systemd driver": func(c *Config) { c.CgroupDriver = "systemd" },
+		"bad cg driver":  func(c *Config) { c.CgroupDriver = "systemd-ish" },
 		"bad order":      func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", NetworkOrder: "sideways"} },
 		"no default rt":  func(c *Config) { c.DefaultRuntime = "kata" },
 		"bad oom":        func(c *Config) { c.RestrictOOMScoreAdj = "maybe" },

@@ -189,11 +189,24 @@ func CheckCgroupLayout(p Probe, cfg *config.Config) Result {
 	if init == "" {
 		init = "unknown"
 	}
-	if init == "systemd" {
-		return warn("cgroups", "give the kubelet cgroupDriver: cgroupfs and run podbayd with Delegate=yes",
-			"%s; PID 1 is systemd but podbay drives cgroupfs (cgroup_driver = %q): systemd does not know podbay's cgroups", desc, cfg.CgroupDriver)
+	driver := cfg.CgroupDriver
+	if driver == "auto" {
+		driver = "cgroupfs"
+		if init == "systemd" {
+			driver = "systemd"
+		}
 	}
-	return ok("cgroups", "%s; PID 1 is %s (no systemd): driver %s fits", desc, init, cfg.CgroupDriver)
+	switch {
+	case init == "systemd" && driver == "systemd":
+		return ok("cgroups", "%s; PID 1 is systemd and podbay drives systemd: pods are slices, containers scopes", desc)
+	case init == "systemd":
+		return warn("cgroups", "set cgroup_driver = \"systemd\" (or auto), or give the kubelet cgroupDriver: cgroupfs and run podbayd with Delegate=yes",
+			"%s; PID 1 is systemd but podbay drives cgroupfs (cgroup_driver = %q): systemd does not know podbay's cgroups", desc, cfg.CgroupDriver)
+	case driver == "systemd":
+		return fail("cgroups", "set cgroup_driver = \"cgroupfs\" (or auto); podbayd does not start with the systemd driver here",
+			"%s; cgroup_driver = %q but PID 1 is %s, not systemd", desc, cfg.CgroupDriver, init)
+	}
+	return ok("cgroups", "%s; PID 1 is %s (no systemd): driver %s fits", desc, init, driver)
 }
 
 // CheckControllers checks the memory, cpu and pids controllers.

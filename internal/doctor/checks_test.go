@@ -107,6 +107,15 @@ func TestCheckCgroupLayout(t *testing.T) {
 	wantVerdict(t, CheckCgroupLayout(cgroupHost(CgroupV1, "init"), cfg), OK, "cgroup v1;")
 	// systemd manages the cgroups, podbay drives cgroupfs.
 	wantVerdict(t, CheckCgroupLayout(cgroupHost(CgroupV2, "systemd"), cfg), Warn, "PID 1 is systemd")
+	// The systemd driver where PID 1 is systemd, and where it is not.
+	sd := validConfig()
+	sd.CgroupDriver = "systemd"
+	wantVerdict(t, CheckCgroupLayout(cgroupHost(CgroupV2, "systemd"), sd), OK, "podbay drives systemd")
+	wantVerdict(t, CheckCgroupLayout(cgroupHost(CgroupHybrid, "process_api"), sd), Fail, "not systemd")
+	auto := validConfig()
+	auto.CgroupDriver = "auto"
+	wantVerdict(t, CheckCgroupLayout(cgroupHost(CgroupV2, "systemd"), auto), OK, "podbay drives systemd")
+	wantVerdict(t, CheckCgroupLayout(cgroupHost(CgroupHybrid, "init"), auto), OK, "driver cgroupfs fits")
 	if r := CheckCgroupLayout(newFakeProbe(), cfg); r.Verdict != Fail {
 		t.Errorf("no cgroup mount: %+v", r)
 	}

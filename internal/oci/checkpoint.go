@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/systemd"
 )
 
 var (
@@ -44,7 +46,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id string, opts runtime.Checkp
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	args := []string{"--root", r.cfg.RuntimeRoot, "checkpoint", "--image-path", opts.ImagePath, "--work-path", opts.WorkPath}
+	args := append(r.cfg.globalArgs(), "checkpoint", "--image-path", opts.ImagePath, "--work-path", opts.WorkPath)
 	if opts.LeaveRunning {
 		args = append(args, "--leave-running")
 	}
@@ -112,6 +114,13 @@ func fixRestoredCgroup(bundle string, pid int) error {
 		return err
 	}
 	want := spec.Linux.CgroupsPath
+	if slice, unit, ok := systemd.ParseSpecPath(want); ok {
+		dir, err := systemd.ExpandSlice(slice)
+		if err != nil {
+			return nil
+		}
+		want = path.Join(dir, unit)
+	}
 	if want == "" || strings.Contains(want, ":") {
 		return nil
 	}

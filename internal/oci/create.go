@@ -171,7 +171,11 @@ func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions, r
 	syncW.Close()
 	startR.Close()
 
-	if opts.MonitorCgroup != "" {
+	if opts.PlaceMonitor != nil {
+		if err := opts.PlaceMonitor(ctx, cmd.Process.Pid); err != nil {
+			return abort(fmt.Errorf("place conmon: %w", err))
+		}
+	} else if opts.MonitorCgroup != "" {
 		if err := cgroups.MoveProcess(cmd.Process.Pid, opts.MonitorCgroup); err != nil {
 			return abort(fmt.Errorf("move conmon to cgroup %s: %w", opts.MonitorCgroup, err))
 		}
@@ -230,7 +234,7 @@ func (r *Runtime) cleanupCreate(ctx context.Context, opts runtime.CreateOptions,
 	// A create cut short (conmon killed while the runtime's create ran)
 	// leaves the container's cgroup, and at times a "runc init" in it,
 	// that the runtime's delete does not know of.
-	if err := runtime.RemoveSpecCgroup(ctx, opts.BundleDir); err != nil {
+	if err := runtime.RemoveSpecCgroup(ctx, opts.BundleDir, r.cfg.Units); err != nil {
 		errs = append(errs, fmt.Errorf("remove container cgroup: %w", err))
 	}
 	if err := r.removeFiles(opts.ID, opts.BundleDir); err != nil {
@@ -270,6 +274,9 @@ func conmonArgs(cfg Config, opts runtime.CreateOptions) []string {
 		"--socket-dir-path", cfg.SocketDir,
 		"--log-path", logPath,
 		"--log-level", cfg.ConmonLogLevel,
+	}
+	if cfg.SystemdCgroup {
+		args = append(args, "--runtime-arg", "--systemd-cgroup", "--systemd-cgroup")
 	}
 	if cfg.LogSizeMax > 0 {
 		args = append(args, "--log-size-max", strconv.FormatInt(cfg.LogSizeMax, 10))

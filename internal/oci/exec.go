@@ -168,15 +168,14 @@ func execFilesIn(dir string) execFiles {
 // to the process as its own, and tells runtime failures from the
 // process's exit status.
 func execArgs(cfg Config, id string, files execFiles) []string {
-	return []string{
-		"--root", cfg.RuntimeRoot,
+	return append(cfg.globalArgs(),
 		"--log", files.log,
 		"--log-format", "json",
 		"exec",
 		"--process", files.process,
 		"--pid-file", files.pid,
 		id,
-	}
+	)
 }
 
 // runExec runs the runtime's exec and waits for it, killing the process

@@ -64,6 +64,12 @@ type Config struct {
 	// RuntimeRoot is passed as --root to every runtime call, including the
 	// create that conmon runs.
 	RuntimeRoot string
+	// SystemdCgroup runs the runtime with --systemd-cgroup (its cgroupsPath
+	// is then "slice:prefix:name") and conmon with --systemd-cgroup.
+	SystemdCgroup bool
+	// Units stops the systemd unit of a create cut short (systemd driver);
+	// nil under cgroupfs.
+	Units runtime.UnitStopper
 	// Features is what the runtime and the kernel support beyond the
 	// baseline (ocifeatures.Detect); Features() reports it.
 	Features ocifeatures.Handler
@@ -209,6 +215,16 @@ func (e *runtimeError) Error() string {
 
 func (e *runtimeError) Unwrap() error { return e.err }
 
+// globalArgs are the runtime's options before its command: --root, and
+// --systemd-cgroup under the systemd driver.
+func (c Config) globalArgs() []string {
+	args := []string{"--root", c.RuntimeRoot}
+	if c.SystemdCgroup {
+		args = append(args, "--systemd-cgroup")
+	}
+	return args
+}
+
 // runtimeCmd runs `<runtime> --root <root> op args...` and returns its
 // stdout. The call is bounded by CommandTimeout.
 func (r *Runtime) runtimeCmd(ctx context.Context, op string, args ...string) ([]byte, error) {
@@ -221,7 +237,7 @@ func (r *Runtime) runtimeCmdInput(ctx context.Context, stdin []byte, op string, 
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CommandTimeout)
 	defer cancel()
 
-	argv := append([]string{"--root", r.cfg.RuntimeRoot, op}, args...)
+	argv := append(append(r.cfg.globalArgs(), op), args...)
 	cmd := exec.CommandContext(ctx, r.cfg.RuntimePath, argv...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -40,6 +41,10 @@ type CreateOptions struct {
 	// missing and never removed. "" leaves the monitor in the daemon's
 	// cgroups.
 	MonitorCgroup string
+	// PlaceMonitor, if set, places the monitor process instead of
+	// MonitorCgroup: under the systemd driver it starts the monitor's own
+	// transient scope (podbay-conmon-<id>.scope, podbay-shim-<pod>.scope).
+	PlaceMonitor func(ctx context.Context, pid int) error
 }
 
 // Validate checks the ID and that the bundle and log paths are absolute.

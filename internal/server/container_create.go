@@ -118,7 +118,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, fmt.Errorf("encode container config: %w", err)
 	}
-	parent := sbCfg.GetLinux().GetCgroupParent()
+	// The pod's parent as RunPodSandbox recorded it, which the spec uses
+	// too (the request's copy of the pod config may differ).
+	parent := sbRec.CgroupParent
 	if parent == "" {
 		parent = s.cfg.DefaultCgroupParent
 	}
@@ -135,7 +137,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		Labels:      cfg.GetLabels(),
 		Annotations: cfg.GetAnnotations(),
 		Dir:         filepath.Join(s.cfg.Root, "containers", id),
-		CgroupPath:  parent + "/podbay-" + id,
+		CgroupPath:  s.cgroupDir(parent, id),
 		StopSignal:  img.Config.StopSignal,
 		Config:      raw,
 	}
@@ -243,6 +245,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		Stdin:         cfg.GetStdin(),
 		StdinOnce:     cfg.GetStdinOnce(),
 		MonitorCgroup: s.monitorCgroup(),
+		PlaceMonitor:  s.placeMonitor(rec.RuntimeHandler, rec.ID),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", s.runtimeFailure(err))

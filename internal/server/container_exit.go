@@ -54,7 +54,7 @@ func (s *Server) persistExit(ctx context.Context, c *container.Container, st run
 	}
 	reason = container.ReasonCompleted
 	switch {
-	case st.OOMKilled || s.oomKilled(rec.CgroupPath):
+	case st.OOMKilled || s.oomKilled(rec.CgroupPath) || s.scopeOOMKilled(ctx, rec.ID, st.Code):
 		reason = container.ReasonOOMKilled
 	case st.Code != 0:
 		reason = container.ReasonError

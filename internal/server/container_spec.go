@@ -49,6 +49,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 			HostNetwork:  sbRec.NetworkMode == sandbox.ModeHost,
 			PID:          sbRec.Pid,
 			CgroupParent: sbRec.CgroupParent,
+			CgroupsPath:  s.cgroupSpecPath(sbRec.CgroupParent, rec.ID),
 			Privileged:   sbSec.GetPrivileged(),
 		},
 		Image: specgen.ImageRef{

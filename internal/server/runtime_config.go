@@ -9,7 +9,7 @@ import (
 // RuntimeConfig reports the cgroup driver, so the kubelet can match it.
 func (s *Server) RuntimeConfig(ctx context.Context, req *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
 	return &runtimeapi.RuntimeConfigResponse{
-		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS},
+		Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: s.runtimeCgroupDriver()},
 	}, nil
 }
 

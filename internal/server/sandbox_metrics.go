@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -273,15 +272,15 @@ func (s *Server) podSample(ctx context.Context, rec sandbox.Record) (st *cgroups
 	if s.cgroups == nil {
 		return nil, false, false
 	}
-	if rec.CgroupParent != "" && rec.CgroupParent != s.cfg.DefaultCgroupParent {
-		st, err := s.metricSample(rec.CgroupParent, func() (*cgroups.Stats, error) { return s.cgroups.Stats(rec.CgroupParent) })
+	if pod := s.podCgroupDir(rec); pod != "" {
+		st, err := s.metricSample(pod, func() (*cgroups.Stats, error) { return s.cgroups.Stats(pod) })
 		if err != nil {
 			log.G(ctx).Debug("pod cgroup metrics", "pod", rec.ID, "err", err)
 			return nil, false, false
 		}
 		return st, true, true
 	}
-	paths := []string{path.Join(rec.CgroupParent, "podbay-"+rec.ID)}
+	paths := []string{s.sandboxCgroupDir(rec)}
 	for _, c := range s.containers.InSandbox(rec.ID) {
 		if cr := c.Record(); cr.State == container.StateRunning {
 			paths = append(paths, cr.CgroupPath)

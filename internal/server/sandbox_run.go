@@ -38,6 +38,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, err
 	}
+	if err := s.checkCgroupParent(cfg.GetLinux().GetCgroupParent()); err != nil {
+		return nil, err
+	}
 	// Held until the pod is published or given up: a reload keeps the
 	// handler meanwhile.
 	lease, err := s.acquireRuntime(req.GetRuntimeHandler())
@@ -278,7 +281,8 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	if _, err := s.advance(sb, (*sandbox.Record).BeginContainerCreate); err != nil {
 		return err
 	}
-	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: rec.ID, BundleDir: bundle, MonitorCgroup: s.monitorCgroup()})
+	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: rec.ID, BundleDir: bundle, MonitorCgroup: s.monitorCgroup(),
+		PlaceMonitor: s.placeMonitor(rec.RuntimeHandler, rec.ID)})
 	if err != nil {
 		if name := refusedSysctl(err, cfg.GetLinux().GetSysctls()); name != "" {
 			return fmt.Errorf("create sandbox container: the kernel refused sysctl %s=%q: %v: %w",

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"path"
-
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -29,7 +27,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		HostNetwork:    rec.NetworkMode == sandbox.ModeHost,
 		HostPID:        nsOpts.GetPid() == runtimeapi.NamespaceMode_NODE,
 		HostIPC:        nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
-		CgroupsPath:    path.Join(rec.CgroupParent, "podbay-"+rec.ID),
+		CgroupsPath:    s.cgroupSpecPath(rec.CgroupParent, rec.ID),
 		Sysctls:        linux.GetSysctls(),
 		MinOOMScoreAdj: s.minOOMScore,
 		Files: []specgen.File{

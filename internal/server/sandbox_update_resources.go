@@ -167,10 +167,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 // parent, which it shares with other pods (the rule PodSandboxStats
 // follows).
 func (s *Server) podCgroup(rec sandbox.Record) string {
-	if rec.CgroupParent == "" || rec.CgroupParent == s.cfg.DefaultCgroupParent {
-		return ""
-	}
-	return rec.CgroupParent
+	return s.podCgroupDir(rec)
 }
 
 // checkPodResources refuses values the kernel would refuse, as

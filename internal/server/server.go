@@ -33,6 +33,7 @@ import (
 	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/store"
 	"github.com/podbay/podbay/internal/streaming"
+	"github.com/podbay/podbay/internal/systemd"
 )
 
 // Version is podbay's version, reported by the Version RPC.
@@ -111,6 +112,9 @@ type Options struct {
 	Reload ReloadHooks
 	// NRI relays events to NRI plugins; nil: NRI disabled.
 	NRI *nri.NRI
+	// Systemd is the D-Bus connection of the systemd cgroup driver; nil
+	// under cgroupfs.
+	Systemd *systemd.Manager
 }
 
 // Server serves the CRI.
@@ -132,6 +136,7 @@ type Server struct {
 	failpoints  *failpoint.Set
 	images      ImageStore
 	cgroups     CgroupReader
+	systemd     *systemd.Manager
 	host        specgen.Host
 	stats       statsCache
 	specs       specCache // bundles' specs, for ListPodSandboxMetrics
@@ -180,6 +185,7 @@ func New(opts Options) (*Server, error) {
 		failpoints:  opts.Failpoints,
 		images:      opts.Images,
 		cgroups:     opts.Cgroups,
+		systemd:     opts.Systemd,
 		host:        opts.Host,
 		pauseBinary: opts.PauseBinary,
 		minOOMScore: opts.MinOOMScoreAdj,
@@ -304,8 +310,14 @@ func (s *Server) save(rec sandbox.Record) error {
 // monitorCgroup is where the per-container monitors live (conmon for oci
 // handlers, the shim for vm handlers): out of the daemon's own cgroup, so
 // a service manager stopping podbayd does not take the pods' monitors with
-// it. The cgroup keeps its historical name, "conmon".
-func (s *Server) monitorCgroup() string { return path.Join(s.cfg.DefaultCgroupParent, "conmon") }
+// it. The cgroup keeps its historical name, "conmon". Under the systemd
+// driver the monitors get scopes instead (placeMonitor).
+func (s *Server) monitorCgroup() string {
+	if s.cfg.SystemdCgroup() {
+		return ""
+	}
+	return path.Join(s.cfg.DefaultCgroupParent, "conmon")
+}
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
 	return s.current().runtimeFor(handler)

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"path"
 	"sync"
 	"time"
 
@@ -154,9 +153,9 @@ func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi
 	}
 	// The pod's own cgroup when the kubelet gave one (it holds the pause
 	// and every container); else the sum of the pod's cgroups.
-	paths := []string{path.Join(rec.CgroupParent, "podbay-"+rec.ID)}
-	if rec.CgroupParent != "" && rec.CgroupParent != s.cfg.DefaultCgroupParent {
-		paths = []string{rec.CgroupParent}
+	paths := []string{s.sandboxCgroupDir(rec)}
+	if pod := s.podCgroupDir(rec); pod != "" {
+		paths = []string{pod}
 	} else {
 		for _, c := range s.containers.InSandbox(rec.ID) {
 			if cr := c.Record(); cr.State == container.StateRunning {

@@ -142,7 +142,7 @@ func (e *testEnv) useFakeRunc() string {
 func waitCutShort(t *testing.T, bundle string) {
 	t.Helper()
 	// Whatever the test finds, its "runc init" does not outlive it.
-	t.Cleanup(func() { _ = runtime.RemoveSpecCgroup(context.Background(), bundle) })
+	t.Cleanup(func() { _ = runtime.RemoveSpecCgroup(context.Background(), bundle, nil) })
 	if !testbundle.WaitFor(30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(bundle, cutShortReady))
 		return err == nil

@@ -59,3 +59,10 @@ func jsonAny(url string, v any) (*anypb.Any, error) {
 }
 
 func processAny(p *specs.Process) (*anypb.Any, error) { return jsonAny(processURL, p) }
+
+// SystemdRuncOptions is RuncOptions for the systemd cgroup driver:
+// SystemdCgroup makes the shim run runc with --systemd-cgroup, as
+// containerd's SystemdCgroup = true.
+func SystemdRuncOptions(binaryName, root string) (*anypb.Any, error) {
+	return protoAny(&runcoptions.Options{BinaryName: binaryName, Root: root, SystemdCgroup: true})
+}

@@ -97,6 +97,9 @@ type Config struct {
 	// on the standard input of the shim's start command, as containerd
 	// does (RuncOptions, ConfigPathOptions). nil sends none.
 	Options *anypb.Any
+	// Units stops the systemd unit of a dead task's container (systemd
+	// driver); nil under cgroupfs.
+	Units runtime.UnitStopper
 	// CommandTimeout bounds each call to a shim that has no tighter
 	// deadline. 0 means DefaultCommandTimeout.
 	CommandTimeout time.Duration

@@ -201,7 +201,7 @@ func (p *pod) shimPid() int {
 // startShim runs the shim's start command in the sandbox bundle, connects
 // to the shim it started and records it. On failure nothing is left: the
 // shim, if one started, is shut down.
-func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string) (_ *pod, retErr error) {
+func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string, place func(context.Context, int) error) (_ *pod, retErr error) {
 	p := r.newPod(id, bundle)
 	if err := os.RemoveAll(p.dir); err != nil {
 		return nil, err
@@ -247,7 +247,11 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string) (_ *
 		return nil, fmt.Errorf("connect to shim at %s: %w", address, err)
 	}
 	// Before any task: what the shim starts from now on is born there.
-	if cgroup != "" {
+	if place != nil {
+		if err := place(ctx, p.proc.Pid()); err != nil {
+			return nil, fmt.Errorf("place shim %d: %w", p.proc.Pid(), err)
+		}
+	} else if cgroup != "" {
 		if err := cgroups.MoveProcess(p.proc.Pid(), cgroup); err != nil {
 			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.Pid(), cgroup, err)
 		}
@@ -530,7 +534,7 @@ func (r *Runtime) deleteDeadTask(ctx context.Context, id, bundle string) (runtim
 		return exit, nil
 	}
 	exit, err := r.runShimDelete(ctx, id, bundle, exit)
-	if cerr := runtime.RemoveSpecCgroup(ctx, bundle); cerr != nil {
+	if cerr := runtime.RemoveSpecCgroup(ctx, bundle, r.cfg.Units); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	return exit, err

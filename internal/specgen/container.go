@@ -55,6 +55,9 @@ type SandboxRef struct {
 	// CgroupParent is the pod's cgroup; the container's is
 	// <CgroupParent>/podbay-<container ID> (cgroupfs driver).
 	CgroupParent string
+	// CgroupsPath, when set, is the container's linux.cgroupsPath
+	// (the systemd driver's <slice>:podbay:<id>).
+	CgroupsPath string
 	// ShmPath, when set, is the sandbox's /dev/shm to bind into the
 	// container; empty gives each container its own tmpfs.
 	ShmPath string
@@ -259,6 +262,9 @@ func ContainerSpec(c Container, host Host) (*specs.Spec, error) {
 		return nil, err
 	}
 	s.Linux.CgroupsPath = path.Join(c.Sandbox.CgroupParent, "podbay-"+c.ID)
+	if c.Sandbox.CgroupsPath != "" {
+		s.Linux.CgroupsPath = c.Sandbox.CgroupsPath
+	}
 	if s.Linux.Resources, err = resources(c.Resources, host); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,9 @@ type envOptions struct {
 	// (before its first table); tablesConfig is TOML appended after its
 	// last table. Both verbatim.
 	topConfig, tablesConfig string
+	// cgroupDriver is the daemon's cgroup_driver; "" is the suite's
+	// (PODBAY_TEST_CGROUP_DRIVER).
+	cgroupDriver string
 	// logLevelFromFile starts the daemon without --log-level, so that
 	// the file's log_level (debug) decides, and a reload can change it.
 	logLevelFromFile bool
@@ -157,11 +160,15 @@ type env struct {
 	registriesDir  string // registries.conf.d
 	policyPath     string
 
-	netName     string
-	bridge      string
-	subnet      *net.IPNet
-	cgroupRoot  string // default_cgroup_parent, e.g. /pbt-abc123
-	metricsAddr string
+	netName    string
+	bridge     string
+	subnet     *net.IPNet
+	cgroupRoot string // default_cgroup_parent, e.g. /pbt-abc123 or pbtabc123.slice
+	// cgroupDriver is the daemon's cgroup_driver ("": unset);
+	// systemdCgroup whether it resolves to systemd.
+	cgroupDriver  string
+	systemdCgroup bool
+	metricsAddr   string
 
 	// Host state before the env started: not this env's to report.
 	netnsBefore  map[string]bool
@@ -187,31 +194,34 @@ type env struct {
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
 	requireRoot(t)
+	driver := envCgroupDriver(t, opts)
 	dir, err := os.MkdirTemp("", "pb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	suffix := randString(6)
 	e := &env{
-		t:           t,
-		opts:        opts,
-		dir:         dir,
-		sock:        filepath.Join(dir, "pb.sock"),
-		rootDir:     filepath.Join(dir, "root"),
-		stateDir:    filepath.Join(dir, "state"),
-		configPath:  filepath.Join(dir, "podbayd.toml"),
-		logPath:     filepath.Join(dir, "podbayd.log"),
-		confDir:     filepath.Join(dir, "net.d"),
-		ipamDir:     filepath.Join(dir, "ipam"),
-		cacheDir:    filepath.Join(dir, "cnicache"),
-		cniCtlDir:   filepath.Join(dir, "cnictl"),
-		runtimePath: filepath.Join(dir, "runtime", "failruntime"),
-		podLogDir:   filepath.Join(dir, "podlogs"),
-		netnsDir:    filepath.Join(dir, "netns"),
-		netName:     "pbt-" + suffix,
-		bridge:      "pbt" + suffix,
-		cgroupRoot:  "/pbt-" + suffix,
-		seenIDs:     map[string]bool{},
+		t:             t,
+		opts:          opts,
+		dir:           dir,
+		sock:          filepath.Join(dir, "pb.sock"),
+		rootDir:       filepath.Join(dir, "root"),
+		stateDir:      filepath.Join(dir, "state"),
+		configPath:    filepath.Join(dir, "podbayd.toml"),
+		logPath:       filepath.Join(dir, "podbayd.log"),
+		confDir:       filepath.Join(dir, "net.d"),
+		ipamDir:       filepath.Join(dir, "ipam"),
+		cacheDir:      filepath.Join(dir, "cnicache"),
+		cniCtlDir:     filepath.Join(dir, "cnictl"),
+		runtimePath:   filepath.Join(dir, "runtime", "failruntime"),
+		podLogDir:     filepath.Join(dir, "podlogs"),
+		netnsDir:      filepath.Join(dir, "netns"),
+		netName:       "pbt-" + suffix,
+		bridge:        "pbt" + suffix,
+		cgroupRoot:    envCgroupRoot(suffix, isSystemd(driver)),
+		cgroupDriver:  driver,
+		systemdCgroup: isSystemd(driver),
+		seenIDs:       map[string]bool{},
 	}
 	e.storageRoot = filepath.Join(e.rootDir, "storage")
 	e.runRoot = filepath.Join(e.stateDir, "storage")
@@ -272,6 +282,7 @@ func (e *env) daemonConfig() string {
 	fmt.Fprintf(&b, "pause_binary = %q\n", bin("podbay-pause"))
 	fmt.Fprintf(&b, "default_runtime = \"runc\"\n")
 	fmt.Fprintf(&b, "default_cgroup_parent = %q\n", e.cgroupRoot)
+	b.WriteString(e.cgroupDriverConfig())
 	if e.opts.topConfig != "" {
 		fmt.Fprintf(&b, "%s\n", e.opts.topConfig)
 	}
@@ -408,6 +419,7 @@ func (e *env) cleanup() {
 	for _, l := range leaks {
 		t.Errorf("leak at the end of the test: %s", l)
 	}
+	e.stopEnvSlice()
 	e.forceClean(leaks)
 	e.checkDaemonLog(t)
 	if t.Failed() {

@@ -334,7 +334,7 @@ func (k *processKeeper) marked(p *proc) bool {
 	}
 	for _, line := range strings.Split(p.cgroups, "\n") {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && (parts[2] == k.e.cgroupRoot || strings.HasPrefix(parts[2], k.e.cgroupRoot+"/")) {
+		if len(parts) == 3 && (parts[2] == k.e.cgroupRootDir() || strings.HasPrefix(parts[2], k.e.cgroupRootDir()+"/")) {
 			return true
 		}
 	}
@@ -415,12 +415,21 @@ func (e *env) leakedRules(known, keep map[string]bool) []leak {
 	return leaks
 }
 
-// cgroupDirs returns the env's cgroup root in every mounted hierarchy.
+// cgroupDirs returns the env's cgroup root in every mounted hierarchy:
+// the unified one at /sys/fs/cgroup on a pure cgroup v2 host, the v1
+// ones under /sys/fs/cgroup/<controller> (and the hybrid cgroup2 mount at
+// unified/) elsewhere.
 func (e *env) cgroupDirs() []string {
 	var dirs []string
+	if p := filepath.Join("/sys/fs/cgroup", e.cgroupRootDir()); fileExists("/sys/fs/cgroup/cgroup.controllers") {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return dirs
+	}
 	entries, _ := os.ReadDir("/sys/fs/cgroup")
 	for _, ent := range entries {
-		p := filepath.Join("/sys/fs/cgroup", ent.Name(), e.cgroupRoot)
+		p := filepath.Join("/sys/fs/cgroup", ent.Name(), e.cgroupRootDir())
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			dirs = append(dirs, p)
 		}

@@ -20,7 +20,7 @@ func TestPodOptions(t *testing.T) {
 	if hostPortStart == podPortStart {
 		podPortStart = "1001"
 	}
-	parent := e.cgroupRoot + "/custom"
+	parent := e.cgroupChild("custom")
 	a := e.runPod(t, e.podConfig("opts-a",
 		withDNS([]string{"10.0.0.10", "10.0.0.11"}, []string{"pbt.svc.cluster.local", "cluster.local"}, []string{"ndots:5", "timeout:2"}),
 		withHostname("pbt-host-a"),
@@ -103,10 +103,10 @@ func TestPodOptions(t *testing.T) {
 		}
 	})
 	t.Run("cgroup", func(t *testing.T) {
-		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidA)); !cgroupUnder(cg, parent) {
+		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidA)); !cgroupUnder(cg, e.parentDir(parent)) {
 			t.Errorf("pod A is not under its cgroup parent %s:\n%s", parent, cg)
 		}
-		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidB)); !cgroupUnder(cg, e.cgroupRoot) {
+		if cg := readHostFile(t, fmt.Sprintf("/proc/%d/cgroup", pidB)); !cgroupUnder(cg, e.cgroupRootDir()) {
 			t.Errorf("pod B is not under default_cgroup_parent %s:\n%s", e.cgroupRoot, cg)
 		}
 	})
@@ -141,7 +141,10 @@ func cgroupUnder(listing, parent string) bool {
 		if len(parts) != 3 {
 			continue
 		}
-		if strings.Contains(","+parts[1]+",", ",memory,") || strings.Contains(","+parts[1]+",", ",pids,") || strings.Contains(","+parts[1]+",", ",cpu,") {
+		// The unified hierarchy ("0::") of a pure cgroup v2 host, or a v1
+		// controller's.
+		if (parts[0] == "0" && parts[1] == "" && fileExists("/sys/fs/cgroup/cgroup.controllers")) ||
+			strings.Contains(","+parts[1]+",", ",memory,") || strings.Contains(","+parts[1]+",", ",pids,") || strings.Contains(","+parts[1]+",", ",cpu,") {
 			if strings.HasPrefix(parts[2], parent+"/") {
 				return true
 			}

@@ -26,7 +26,7 @@ import (
 // written (undone).
 func TestUpdatePodSandboxResources(t *testing.T) {
 	e, images := newContainerEnv(t, "busybox")
-	parent := e.cgroupRoot + "/podresize"
+	parent := e.cgroupChild("podresize")
 	pod := e.runTestPod(t, "resize", withCgroupParent(parent), func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 128 << 20}
 	})

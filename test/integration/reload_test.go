@@ -137,7 +137,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	e.opts.extraRuntimes = map[string]handlerOptions{"extra": {}}
 	reloaded := func(s string) string {
 		s = strings.Replace(s, `log_level = "debug"`, `log_level = "info"`, 1)
-		return strings.Replace(s, "default_cgroup_parent = \""+e.cgroupRoot+"\"", "default_cgroup_parent = \""+e.cgroupRoot+"-moved\"", 1)
+		return strings.Replace(s, "default_cgroup_parent = \""+e.cgroupRoot+"\"", "default_cgroup_parent = \""+e.otherCgroupRoot()+"\"", 1)
 	}
 	e.writeConfig(t, reloaded)
 	info = e.sighup(t)
