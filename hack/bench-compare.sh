@@ -216,7 +216,7 @@ finish() {
 	find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name "${cgroup_base#/}" 2>/dev/null |
 		while read -r d; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
 
-	if [ "$failed" -ne 0 ] && compgen -G "$tmp/*.log" >/dev/null; then
+	if { [ "$failed" -ne 0 ] || [ -n "${KEEP_LOGS:-}" ]; } && compgen -G "$tmp/*.log" >/dev/null; then
 		local keep
 		keep=$(mktemp -d /tmp/pbcmp-logs.XXXXXX)
 		cp "$tmp"/*.log "$keep"/
@@ -229,10 +229,10 @@ finish() {
 		rm -rf "$tmp"
 	fi
 	if [ "$failed" -ne 0 ]; then
-		log "FAILED"
+		log "FAILED (wall time ${SECONDS} s)"
 		exit 1
 	fi
-	log "ok: nothing left behind"
+	log "ok: nothing left behind (wall time ${SECONDS} s)"
 	exit 0
 }
 trap finish EXIT
