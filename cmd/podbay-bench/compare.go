@@ -261,10 +261,15 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		t.mem[memIdle] = t.memory()
 	}
 
+	// A failed or interrupted scale phase still leaves the rounds' table
+	// to print; the run fails afterwards.
+	var scaleErr error
 	if o.scalePods > 0 {
 		for _, t := range targets {
 			if err := t.scalePhase(ctx, o.scalePods, o.scaleSamples, o.concurrency); err != nil {
-				return fmt.Errorf("scale phase, %s: %w", t.name, err)
+				scaleErr = fmt.Errorf("scale phase, %s: %w", t.name, err)
+				fmt.Fprintln(out, scaleErr)
+				break
 			}
 			fmt.Fprintf(out, "scale %s: %d pods up in %s, down in %s\n", t.name, o.scalePods, t.scaleUp.Round(time.Second), t.scaleDown.Round(time.Second))
 		}
@@ -291,7 +296,7 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		}
 		fmt.Fprintf(out, "\nMarkdown table written to %s\n", o.markdown)
 	}
-	return nil
+	return scaleErr
 }
 
 // version asks the daemon for its version until it answers, for up to 30
