@@ -50,6 +50,10 @@ also prints the daemon's per-phase latencies
 summaries accumulate since it started, so for clean per-concurrency
 quantiles run one concurrency per fresh daemon, as hack/bench.sh does.
 
+podbay-bench compare [flags] runs one workload against containerd and podbayd,
+alternating, and prints the ratio per operation (hack/bench-compare.sh;
+podbay-bench compare -h).
+
 flags:
 `
 
