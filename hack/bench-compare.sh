@@ -173,6 +173,19 @@ side_remove_leaks() {
 	[ "$ipam_dir" != /var/lib/cni/networks ] || rm -rf "${ipam_dir:?}/$net_name"
 }
 
+# new_shim_sockets lists the shim sockets that appeared during the run and
+# that no process listens on. /run/containerd/s is shared with every shim on
+# the host (other runs' vm handlers): a socket with a live listener is a
+# live shim's, and this run's shims are all gone once find_leaks has no
+# shim process of ours to report.
+new_shim_sockets() {
+	local f
+	[ -f "$top/shim-sockets-before" ] || return 0
+	for f in $(comm -13 "$top/shim-sockets-before" <(shim_sockets)); do
+		[ -n "$(ss -Hxl src "/run/containerd/s/$f" 2>/dev/null)" ] || echo "$f"
+	done
+}
+
 finish() {
 	local rc=$? leaks line
 	set +e
@@ -190,9 +203,7 @@ finish() {
 	leaks=$(
 		side_leaks pb "$pb_subnet"
 		side_leaks ctr "$ctr_subnet"
-		if [ -f "$tmp/shim-sockets-before" ]; then
-			comm -13 "$tmp/shim-sockets-before" <(shim_sockets) | sed 's|^|shim socket /run/containerd/s/|'
-		fi
+		new_shim_sockets | sed 's|^|shim socket /run/containerd/s/|'
 	)
 	if [ -n "$leaks" ]; then
 		failed=1
@@ -205,9 +216,7 @@ finish() {
 		} >&2
 		side_remove_leaks pb "$pb_subnet"
 		side_remove_leaks ctr "$ctr_subnet"
-		if [ -f "$tmp/shim-sockets-before" ]; then
-			for f in $(comm -13 "$tmp/shim-sockets-before" <(shim_sockets)); do rm -f "/run/containerd/s/$f"; done
-		fi
+		for f in $(new_shim_sockets); do rm -f "/run/containerd/s/$f"; done
 	fi
 	# An empty host-local dir (last_reserved_ip, lock) of podbay's network.
 	rm -rf "/var/lib/cni/networks/$pb_net"
@@ -252,7 +261,7 @@ free_port() {
 }
 
 mkdir -p "$bin" "$pb"/{root,state,net.d,cni-cache,netns,registries.d} "$ctr"/{root,state,net.d,ipam,runc,opt} "$tmp"/podlogs/{pb,ctr}
-shim_sockets >"$tmp/shim-sockets-before"
+shim_sockets >"$top/shim-sockets-before"
 
 log "building into $bin"
 (
