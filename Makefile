@@ -13,7 +13,7 @@ export GOFLAGS := -tags=$(BUILDTAGS)
 FAILPOINTTAGS := $(BUILDTAGS),failpoints
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images install uninstall deb test-deb clean chaos
+.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images bench-compare install uninstall deb test-deb clean chaos
 
 all: build
 
@@ -107,6 +107,13 @@ chaos: deps-test
 bench: deps
 	./hack/bench.sh
 	$(MAKE) bench-images
+
+# The same workload against Debian's containerd (CRI plugin, runc) and
+# podbayd, alternating, and the table podbay/containerd against issue 12's
+# targets (hack/bench-compare.sh; knobs N, ROUNDS, PODS_SCALE, SMALL=1,
+# HANDLER_TYPE=vm). Not part of make test.
+bench-compare: deps-test
+	./hack/bench-compare.sh
 
 bench-images:
 	set -o pipefail; go test -run '^$$' -bench . -benchtime 20x ./internal/image/ 2>&1 | grep -E '^(Benchmark|ok|PASS|FAIL|---)'

@@ -141,7 +141,12 @@ func (b *bench) containerLogPath(pod string) string {
 // polling its log file, and returns how long that took after
 // StartContainer returned.
 func (b *bench) waitReady(pod string) (time.Duration, error) {
-	path := b.containerLogPath(pod)
+	return b.waitLogReady(b.containerLogPath(pod))
+}
+
+// waitLogReady waits until the container log file at path holds
+// readyLine, and returns how long that took.
+func (b *bench) waitLogReady(path string) (time.Duration, error) {
 	start := time.Now()
 	for {
 		data, err := os.ReadFile(path)

@@ -50,6 +50,10 @@ also prints the daemon's per-phase latencies
 summaries accumulate since it started, so for clean per-concurrency
 quantiles run one concurrency per fresh daemon, as hack/bench.sh does.
 
+podbay-bench compare [flags] runs one workload against containerd and podbayd,
+alternating, and prints the ratio per operation (hack/bench-compare.sh;
+podbay-bench compare -h).
+
 flags:
 `
 
@@ -67,19 +71,20 @@ const (
 )
 
 type options struct {
-	socket      string
-	mode        string // modePods or modeContainers
-	pods        int
-	concurrency []int
-	metricsURL  string
-	timeout     time.Duration
-	handler     string
-	image       string        // the container mode's image
-	freshPull   bool          // remove -image before the timed pull
-	stopTimeout time.Duration // StopContainer's grace period
-	logDir      string        // parent of the pods' log directories; "" for none
-	daemon      []string      // the restart mode's podbayd command line
-	daemonLog   string        // where the restart mode's podbayd logs
+	socket       string
+	mode         string // modePods or modeContainers
+	pods         int
+	concurrency  []int
+	metricsURL   string
+	timeout      time.Duration
+	handler      string
+	image        string        // the container mode's image
+	freshPull    bool          // remove -image before the timed pull
+	stopTimeout  time.Duration // StopContainer's grace period
+	logDir       string        // parent of the pods' log directories; "" for none
+	daemon       []string      // the restart mode's podbayd command line
+	daemonLog    string        // where the restart mode's podbayd logs
+	cgroupParent string        // the pods' cgroup parent; "" for the daemon's default
 }
 
 func main() {
@@ -96,6 +101,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "compare" {
+		return runCompare(ctx, args[1:], out)
+	}
 	opts, err := parseFlags(args)
 	if err != nil {
 		return err

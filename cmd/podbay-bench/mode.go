@@ -395,7 +395,7 @@ func (b *bench) podConfig(c, i int) *runtimeapi.PodSandboxConfig {
 		Hostname:     name,
 		LogDirectory: b.logDir(name),
 		Labels:       map[string]string{labelRun: b.runID},
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: b.opts.cgroupParent},
 	}
 }
 

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// podbay-bench compare runs one workload against two CRI runtimes on the
+// same host, alternating between them so that the machine's noise hits
+// both alike, and prints per operation the p50/p95 of each and the ratio
+// podbay / containerd against issue 12's targets. hack/bench-compare.sh
+// sets up both daemons (make bench-compare).
+
+const compareUsage = `usage: podbay-bench compare [flags]
+
+Runs the same CRI workload against containerd and podbayd, alternating
+block by block for -rounds rounds (each block -n/-rounds samples of one
+kind, containerd first in even rounds, podbay first in odd ones): every
+pod, container and image RPC one by one, pod + container from scratch,
+throughput at -concurrency; then, one daemon at a time, -scale pods each
+running a container and the latency of the List/Status RPCs with them, and
+the memory of each daemon and its per-pod processes. Prints a table of
+p50/p95 per operation for both, the ratio podbay/containerd and whether
+issue 12's target is met; -markdown writes the same table as Markdown.
+
+flags:
+`
+
+// The two sides, in the order of every array indexed by side.
+const (
+	sideContainerd = iota
+	sidePodbay
+	sides
+)
+
+var sideNames = [sides]string{"containerd", "podbay"}
+
+type compareOptions struct {
+	sockets       [sides]string
+	pids          [sides]int
+	procs         [sides]string // cmdline substring of the side's per-pod processes
+	logDirs       [sides]string
+	cgroupParents [sides]string
+	handler       [sides]string
+	metricsURL    string // podbay's
+	image         string
+	n             int // samples per RPC, over all rounds
+	rounds        int
+	throughputN   int // lifecycles per round and side
+	concurrency   int
+	scalePods     int
+	scaleSamples  int
+	timeout       time.Duration
+	stopTimeout   time.Duration
+	markdown      string
+	title         string
+	notes         []string
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, "; ") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func parseCompareFlags(args []string) (compareOptions, error) {
+	fs := flag.NewFlagSet("podbay-bench compare", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), compareUsage)
+		fs.PrintDefaults()
+	}
+	var o compareOptions
+	for s, name := range sideNames {
+		fs.StringVar(&o.sockets[s], name+"-socket", "", name+"'s CRI socket")
+		fs.IntVar(&o.pids[s], name+"-pid", 0, name+"'s daemon PID, for its memory")
+		fs.StringVar(&o.procs[s], name+"-procs", "", "a string in the command line of every per-pod process of "+name+" (conmon, containerd-shim-*), such as its state dir")
+		fs.StringVar(&o.logDirs[s], name+"-log-dir", "", "parent `dir` of "+name+"'s pod log directories")
+		fs.StringVar(&o.cgroupParents[s], name+"-cgroup-parent", "", "cgroup parent of "+name+"'s pods")
+		fs.StringVar(&o.handler[s], name+"-handler", "", "runtime handler of "+name+"'s pods (default: the daemon's)")
+	}
+	fs.StringVar(&o.metricsURL, "podbay-metrics", "", "podbayd's Prometheus endpoint, for its per-phase latencies")
+	fs.StringVar(&o.image, "image", "", "image both daemons pull, with a busybox sh and sleep")
+	fs.IntVar(&o.n, "n", 50, "samples per RPC and side, spread over the rounds")
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds of alternating blocks")
+	fs.IntVar(&o.throughputN, "throughput-n", 20, "pod+container lifecycles per round and side in the throughput block")
+	fs.IntVar(&o.concurrency, "concurrency", 10, "concurrency of the throughput block and of the scale phase's setup and teardown")
+	fs.IntVar(&o.scalePods, "scale", 1000, "pods (each running a container) in the scale phase; 0 skips it")
+	fs.IntVar(&o.scaleSamples, "scale-samples", 200, "samples per RPC in the scale phase")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "deadline of each RPC")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "StopContainer's timeout (whole seconds)")
+	fs.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this `file`")
+	fs.StringVar(&o.title, "title", "", "a line printed above the table (what ran)")
+	fs.Var((*stringList)(&o.notes), "note", "a line printed below the table (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for s, name := range sideNames {
+		if o.sockets[s] == "" || o.logDirs[s] == "" {
+			return o, fmt.Errorf("-%s-socket and -%s-log-dir are required", name, name)
+		}
+		if !filepath.IsAbs(o.logDirs[s]) {
+			return o, fmt.Errorf("-%s-log-dir must be an absolute path", name)
+		}
+	}
+	switch {
+	case o.image == "":
+		return o, errors.New("-image is required")
+	case o.rounds < 1 || o.n < o.rounds:
+		return o, fmt.Errorf("want 1 <= -rounds <= -n, got %d and %d", o.rounds, o.n)
+	case o.throughputN < 1 || o.concurrency < 1:
+		return o, errors.New("-throughput-n and -concurrency must be positive")
+	case o.scalePods < 0 || (o.scalePods > 0 && o.scaleSamples < 1):
+		return o, errors.New("-scale must not be negative, and -scale-samples positive")
+	case o.timeout <= 0 || o.stopTimeout < 0 || o.stopTimeout%time.Second != 0:
+		return o, errors.New("-timeout must be positive and -stop-timeout whole seconds")
+	}
+	return o, nil
+}
+
+// target is one side: its client (a podbay-bench bench, whose lifecycle,
+// cleanup and log code the blocks reuse) and what was measured on it.
+type target struct {
+	name               string
+	b                  *bench
+	pid                int
+	procs              string
+	seq                int                        // last pod number
+	samples            map[string][]time.Duration // per row, over all rounds
+	rates              []float64                  // throughput per round, lifecycles/s
+	mem                map[string]memSample       // per moment: memStart, memIdle, memScale
+	scale              map[string][]time.Duration // scale phase latencies per RPC
+	scaleUp, scaleDown time.Duration              // scale phase setup and teardown
+	exitCodes          map[int32]int              // after StopContainer in the container block
+}
+
+func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error) {
+	o, err := parseCompareFlags(args)
+	if err != nil {
+		return err
+	}
+	var targets [sides]*target
+	for s := range sides {
+		conn, err := grpc.NewClient("unix://"+o.sockets[s], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		b := &bench{
+			client: runtimeapi.NewRuntimeServiceClient(conn),
+			images: runtimeapi.NewImageServiceClient(conn),
+			out:    out,
+			opts: options{
+				socket:       o.sockets[s],
+				mode:         modeContainers,
+				pods:         o.throughputN,
+				timeout:      o.timeout,
+				handler:      o.handler[s],
+				image:        o.image,
+				stopTimeout:  o.stopTimeout,
+				logDir:       o.logDirs[s],
+				cgroupParent: o.cgroupParents[s],
+			},
+		}
+		if b.runID, err = newRunID(); err != nil {
+			return err
+		}
+		targets[s] = &target{
+			name: sideNames[s], b: b, pid: o.pids[s], procs: o.procs[s],
+			samples: map[string][]time.Duration{}, mem: map[string]memSample{},
+			scale: map[string][]time.Duration{}, exitCodes: map[int32]int{},
+		}
+	}
+	// Whatever fails, no pod or container of this run stays behind.
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		for _, t := range targets {
+			m := &mode{b: t.b, live: map[string]*runtimeapi.PodSandboxConfig{}, containers: map[string]string{}}
+			fmt.Fprintf(out, "%s: ", t.name)
+			if err := m.cleanup(); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("%s: %w", t.name, err))
+			}
+		}
+	}()
+
+	for _, t := range targets {
+		v, err := t.version(ctx)
+		if err != nil {
+			return fmt.Errorf("reach %s at %s: %w", t.name, t.b.opts.socket, err)
+		}
+		fmt.Fprintf(out, "%-10s %s %s (CRI %s) at %s, run %s\n", t.name, v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion, t.b.opts.socket, t.b.runID)
+		t.mem[memStart] = t.memory()
+	}
+	perRound := (o.n + o.rounds - 1) / o.rounds
+	fmt.Fprintf(out, "workload: image %s; %d rounds of alternating blocks, %d samples per RPC and block (%d per RPC); throughput %d lifecycles per round at %d-way; scale %d pods, %d samples per RPC\n",
+		o.image, o.rounds, perRound, perRound*o.rounds, o.throughputN, o.concurrency, o.scalePods, o.scaleSamples)
+
+	for _, t := range targets {
+		if err := t.warmUp(ctx); err != nil {
+			return err
+		}
+	}
+	var scr *scraper
+	var before metricSet
+	if o.metricsURL != "" {
+		scr = &scraper{url: o.metricsURL}
+		if before, err = scr.scrape(ctx); err != nil {
+			return fmt.Errorf("scrape podbay's metrics: %w", err)
+		}
+	}
+
+	blocks := []struct {
+		name string
+		run  func(context.Context, *target) error
+	}{
+		{"pods", func(ctx context.Context, t *target) error { return t.podBlock(ctx, perRound) }},
+		{"containers", func(ctx context.Context, t *target) error { return t.containerBlock(ctx, perRound) }},
+		{"images", func(ctx context.Context, t *target) error { return t.imageBlock(ctx, perRound) }},
+		{"scratch", func(ctx context.Context, t *target) error { return t.scratchBlock(ctx, perRound) }},
+		{"throughput", func(ctx context.Context, t *target) error { return t.throughputBlock(ctx, o.concurrency) }},
+	}
+	start := time.Now()
+	for r := range o.rounds {
+		order := []*target{targets[sideContainerd], targets[sidePodbay]}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, bl := range blocks {
+			for _, t := range order {
+				if ctx.Err() != nil {
+					return errors.New("interrupted")
+				}
+				if err := bl.run(ctx, t); err != nil {
+					return fmt.Errorf("round %d, %s block, %s: %w", r+1, bl.name, t.name, err)
+				}
+			}
+		}
+		fmt.Fprintf(out, "round %d/%d done (%s)\n", r+1, o.rounds, time.Since(start).Round(time.Second))
+	}
+	var after metricSet
+	if scr != nil {
+		if after, err = scr.scrape(ctx); err != nil {
+			return fmt.Errorf("scrape podbay's metrics: %w", err)
+		}
+	}
+	for _, t := range targets {
+		t.mem[memIdle] = t.memory()
+	}
+
+	// A failed or interrupted scale phase still leaves the rounds' table
+	// to print; the run fails afterwards.
+	var scaleErr error
+	if o.scalePods > 0 {
+		for _, t := range targets {
+			if err := t.scalePhase(ctx, o.scalePods, o.scaleSamples, o.concurrency); err != nil {
+				scaleErr = fmt.Errorf("scale phase, %s: %w", t.name, err)
+				fmt.Fprintln(out, scaleErr)
+				break
+			}
+			fmt.Fprintf(out, "scale %s: %d pods up in %s, down in %s\n", t.name, o.scalePods, t.scaleUp.Round(time.Second), t.scaleDown.Round(time.Second))
+		}
+	}
+
+	tbl := buildTable(o, targets)
+	fmt.Fprintln(out)
+	if o.title != "" {
+		fmt.Fprintln(out, o.title)
+	}
+	tbl.printText(out)
+	for _, n := range o.notes {
+		fmt.Fprintln(out, "note:", n)
+	}
+	printDetails(out, o, targets)
+	if scr != nil {
+		printPhases(out, before, after)
+	}
+	if o.markdown != "" {
+		var sb strings.Builder
+		tbl.printMarkdown(&sb, o)
+		if err := os.WriteFile(o.markdown, []byte(sb.String()), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", o.markdown, err)
+		}
+		fmt.Fprintf(out, "\nMarkdown table written to %s\n", o.markdown)
+	}
+	return scaleErr
+}
+
+// version asks the daemon for its version until it answers, for up to 30
+// s: containerd's CRI plugin refuses calls until it has initialised.
+func (t *target) version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		v, err := t.b.client.Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true))
+		if err == nil {
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
