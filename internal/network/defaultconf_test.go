@@ -167,6 +167,23 @@ func TestWriteDefaultWithSystemPlugins(t *testing.T) {
 	if left := natRules(t, chain); left != "" {
 		t.Errorf("ReleaseMasquerade left:\n%s", left)
 	}
+
+	// A Manager that never loaded the config (a daemon that only tore
+	// pods down with their cached configs) still releases what its
+	// ConfDir's network asks for.
+	if err := m.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.ReleaseMasquerade(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left := natRules(t, chain); left != "" {
+		t.Errorf("ReleaseMasquerade of a Manager that never loaded the config left:\n%s", left)
+	}
 }
 
 // natRules returns the nat table's rules that name chain.

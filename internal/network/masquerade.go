@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -23,11 +24,11 @@ import (
 // default conflist says so with ipMasq false and the top-level key
 // podbayMasquerade; the Manager installs the rules when it loads such a
 // config (idempotently: at every start and reload) and leaves them in place
-// while pods may use them, across daemon restarts. RemoveMasquerade takes
+// while pods may use them, across daemon restarts. ReleaseMasquerade takes
 // them away; podbayd calls it on a clean stop that leaves no pod with an
-// attached network, and `make uninstall` through `podbay doctor`'s cleanup
-// hint. An operator's own conflist with ipMasq keeps the plugin's per-pod
-// rules.
+// attached network (so a host without podbayd running and without pods
+// holds none of them). An operator's own conflist with ipMasq keeps the
+// plugin's per-pod rules.
 //
 // The rules are the bridge plugin's, with the subnet for the pod's
 // address, in the nat table of each family the subnet has:
@@ -276,16 +277,30 @@ func (m *Manager) ensureMasquerade(ctx context.Context, list *libcni.NetworkConf
 }
 
 // ReleaseMasquerade removes the masquerade of every network this Manager
-// installed one for, and of the configured default network (a previous
-// run may have installed it). The caller makes sure that no pod needs
-// them: podbayd calls it on a clean stop that leaves no pod with an
-// attached network. The next load of the config installs them again.
+// installed one for and of every network in ConfDir that asks podbay for
+// one (a previous run may have installed it; this one may not have loaded
+// the config, as a Stop or Remove tears down with the cached config). Other
+// networks' rules (another podbayd's, on another ConfDir) are left alone.
+// The caller makes sure that no pod needs them: podbayd calls it on a
+// clean stop that leaves no pod with an attached network. The next load of
+// the config installs them again.
 func (m *Manager) ReleaseMasquerade(ctx context.Context) error {
 	m.masqMu.Lock()
 	defer m.masqMu.Unlock()
-	nets := map[string]bool{m.cfg.DefaultName: true}
+	nets := map[string]bool{}
 	for n := range m.masqNets {
 		nets[n] = true
+	}
+	names, err := confFileNames(m.cfg.ConfDir)
+	if err != nil {
+		return fmt.Errorf("release masquerade: read cni config dir: %w", err)
+	}
+	for _, name := range names {
+		if list, err := loadConfFile(filepath.Join(m.cfg.ConfDir, name)); err == nil {
+			if mq := masqueradeFor(list); mq != nil {
+				nets[mq.network] = true
+			}
+		}
 	}
 	var errs []error
 	for n := range nets {
@@ -295,7 +310,7 @@ func (m *Manager) ReleaseMasquerade(ctx context.Context) error {
 		}
 		delete(m.masqNets, n)
 	}
-	// The snapshot stays valid, but the next Setup must install again.
+	// The next Setup loads the config again, which installs them again.
 	m.loaded.Store(nil)
 	return errors.Join(errs...)
 }
