@@ -81,10 +81,10 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 	timer.Phase("containers")
 
 	// The network's release and the pause process's kill depend on
-	// nothing of each other for an oci handler (see stopOverlaps); each
+	// nothing of each other for an oci handler (see teardownOverlaps); each
 	// records its own completion.
 	if rec.OwesNetworkTeardown() {
-		if s.stopOverlaps(rec) {
+		if s.teardownOverlaps(rec) {
 			var (
 				wg     sync.WaitGroup
 				netErr error
@@ -122,11 +122,14 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 	return nil
 }
 
-// stopOverlaps reports whether Stop may release the pod's network while
-// it kills the pause process: for oci handlers, whose pause process holds
-// nothing the network needs. A vm handler's runtime tears its mirror of
-// the pod's interfaces down as the VM stops, so it keeps Stop's order.
-func (s *Server) stopOverlaps(rec sandbox.Record) bool {
+// teardownOverlaps reports whether Stop may release the pod's network
+// while it kills the pause process, and Remove delete the runtime's state
+// while it removes the root filesystem: for oci handlers, whose pause
+// process holds nothing the network needs and whose runtime state nothing
+// of the storage. A vm handler's runtime tears its mirror of the pod's
+// interfaces down as the VM stops, and its shim unmounts under the bundle
+// on delete, so it keeps the order.
+func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
 	rtCfg, ok := s.current().cfg.Runtimes[rec.RuntimeHandler]
 	return ok && rtCfg.Type != config.TypeVM
 }
