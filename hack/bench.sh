@@ -32,7 +32,10 @@
 # (default "1 10"); MODES, space-separated (default "pods containers");
 # RUNTIME, the OCI runtime binary of the runc handler (default runc from
 # PATH; e.g. crun, or a wrapper); HANDLER_TYPE=vm makes that handler a "vm"
-# one: containerd-shim-runc-v2 driving the runtime over the shim v2 API.
+# one: containerd-shim-runc-v2 driving the runtime over the shim v2 API;
+# BENCH_MASQ=podbay gives the network the shape of podbay's default one
+# (one podbay-owned masquerade for the subnet instead of the bridge
+# plugin's ipMasq chain per pod; default plugin).
 #
 # Everything it makes lives in a temp dir (the pods' network namespaces
 # included: a podbayd reclaims every unowned podbay-* namespace in its

@@ -25,12 +25,14 @@ storage_containers() {
 }
 
 # remove_nat_rules deletes the NAT rules and chains the bridge plugin made
-# for our network (ipMasq), which only a CNI DEL would otherwise remove.
+# for our network (ipMasq), which only a CNI DEL would otherwise remove, and
+# podbay's masquerade of it (BENCH_MASQ=podbay), which podbayd's clean stop
+# with no pods left removes.
 remove_nat_rules() {
 	local rules chains c
 	rules=$(iptables-save -t nat 2>/dev/null | grep -F "name: \\\"$net_name\\\"" | grep '^-A ' || true)
 	[ -n "$rules" ] || return 0
-	chains=$(awk '$2 ~ /^CNI-/ {print $2}' <<<"$rules" | sort -u)
+	chains=$(awk '$2 ~ /^(CNI-|PODBAY-MASQ-)/ {print $2}' <<<"$rules" | sort -u)
 	{
 		echo '*nat'
 		grep -E '^-A (POSTROUTING|PREROUTING|OUTPUT|CNI-HOSTPORT-DNAT|CNI-HOSTPORT-SETMARK|CNI-HOSTPORT-MASQ) ' <<<"$rules" | sed 's/^-A /-D /'
@@ -86,18 +88,29 @@ EOF
 }
 
 # write_conflist writes the run's CNI network $net_name: bridge $bridge on
-# $subnet with host-local IPAM in $ipam_dir, and portmap.
+# $subnet with host-local IPAM in $ipam_dir, and portmap. With
+# BENCH_MASQ=podbay it has the shape of podbay's default network: the
+# bridge plugin's ipMasq off, and podbayd masquerades the subnet with its
+# own rules (podbayMasquerade); the default, BENCH_MASQ=plugin, is the
+# plugin's ipMasq, a chain per pod.
 write_conflist() {
+	local masq=true marker=
+	case "${BENCH_MASQ:-plugin}" in
+	plugin) ;;
+	podbay) masq=false marker='"generatedBy": "podbay", "podbayMasquerade": true,' ;;
+	*) die "BENCH_MASQ must be plugin or podbay, got '$BENCH_MASQ'" ;;
+	esac
 	cat >"$conf_dir/10-$net_name.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "$net_name",
+  $marker
   "plugins": [
     {
       "type": "bridge",
       "bridge": "$bridge",
       "isGateway": true,
-      "ipMasq": true,
+      "ipMasq": $masq,
       "ipam": {
         "type": "host-local",
         "dataDir": "$ipam_dir",

@@ -166,9 +166,11 @@ type phaseKey struct{ operation, phase string }
 
 // phaseOrder is the order the daemon runs each operation's phases in.
 var phaseOrder = map[string][]string{
-	"run":    {"pause_image", "prepare", "rootfs", "netns", "cni", "runtime_create", "runtime_start", "persist"},
-	"stop":   {"containers", "cni", "netns", "runtime_stop", "persist"},
-	"remove": {"containers", "runtime_delete", "rootfs", "netns", "persist"},
+	// The pairs an oci handler overlaps have a phase of their own, after
+	// its two parts (each timed alone).
+	"run":    {"pause_image", "prepare", "rootfs", "netns", "bundle", "cni", "runtime_create", "cni_and_create", "runtime_start", "persist"},
+	"stop":   {"containers", "cni", "netns", "runtime_stop", "network_and_kill", "persist"},
+	"remove": {"containers", "runtime_delete", "rootfs", "runtime_delete_and_rootfs", "netns", "persist"},
 }
 
 // phases lists the (operation, phase) series of the summary name in the

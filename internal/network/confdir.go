@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/utils"
 
+	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 )
 
@@ -76,6 +77,12 @@ func (m *Manager) reload(ctx context.Context, fp string) (*confSnapshot, error) 
 		// A cancelled VERSION call says nothing about the plugin; do not
 		// remember it as unusable until the directory next changes.
 		return nil, fmt.Errorf("load cni config: %w", err)
+	}
+	if snap.selected != nil {
+		// Not remembered on failure either: the next call tries again.
+		if err := m.ensureMasquerade(ctx, snap.selected.list); err != nil {
+			return nil, fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+		}
 	}
 	m.loaded.Store(snap)
 	logSnapshot(ctx, m.cfg.ConfDir, snap)

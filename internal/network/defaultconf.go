@@ -37,7 +37,10 @@ type defaultConfList struct {
 	CNIVersion  string `json:"cniVersion"`
 	Name        string `json:"name"`
 	GeneratedBy string `json:"generatedBy"`
-	Plugins     []any  `json:"plugins"`
+	// PodbayMasquerade hands the pods' egress masquerade to podbay (see
+	// masquerade.go): the bridge plugin's ipMasq is off.
+	PodbayMasquerade bool  `json:"podbayMasquerade"`
+	Plugins          []any `json:"plugins"`
 }
 
 type bridgePluginConf struct {
@@ -77,7 +80,8 @@ type bandwidthPluginConf struct {
 
 // defaultConfList renders the default network for subnet (one CIDR, or an
 // IPv4 and an IPv6 CIDR separated by a comma): bridge with host-local IPAM
-// and a default route per family, portmap for hostPorts, and bandwidth for
+// and a default route per family, its egress masqueraded by podbay's own
+// rules (podbayMasquerade; see masquerade.go), portmap for hostPorts, and bandwidth for
 // the pod's bandwidth annotations (a no-op for a pod without them). bandwidth
 // comes last: it shapes the host-side veth that bridge made. Loopback is not
 // in the list: Setup adds "lo" as a network of its own, as containerd does.
@@ -96,15 +100,18 @@ func (c Config) defaultConfList(subnet string) ([]byte, error) {
 		ipam.Routes = append(ipam.Routes, ipamRoute{Dst: dst})
 	}
 	list := defaultConfList{
-		CNIVersion:  defaultCNIVersion,
-		Name:        c.DefaultName,
-		GeneratedBy: generatedByValue,
+		CNIVersion:       defaultCNIVersion,
+		Name:             c.DefaultName,
+		GeneratedBy:      generatedByValue,
+		PodbayMasquerade: true,
 		Plugins: []any{
 			bridgePluginConf{
-				Type:        "bridge",
-				Bridge:      c.DefaultBridge,
-				IsGateway:   true,
-				IPMasq:      true,
+				Type:      "bridge",
+				Bridge:    c.DefaultBridge,
+				IsGateway: true,
+				// podbay masquerades the whole subnet with one rule set
+				// rather than the plugin's chain per pod.
+				IPMasq:      false,
 				HairpinMode: true,
 				IPAM:        ipam,
 			},

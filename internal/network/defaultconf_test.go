@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,12 +19,13 @@ const wantDefaultConfList = `{
   "cniVersion": "1.0.0",
   "name": "podbay",
   "generatedBy": "podbay",
+  "podbayMasquerade": true,
   "plugins": [
     {
       "type": "bridge",
       "bridge": "podbay0",
       "isGateway": true,
-      "ipMasq": true,
+      "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
@@ -116,21 +118,88 @@ func TestWriteDefault(t *testing.T) {
 
 // TestWriteDefaultWithSystemPlugins checks that Debian's plugins accept the
 // default conflist (VERSION needs no root).
+// TestWriteDefaultWithSystemPlugins loads the default conflist with the
+// real plugins: it must be usable, and loading it installs podbay's
+// masquerade for its subnet (root only: it changes the host's nat table,
+// for a network name and subnet of its own), which ReleaseMasquerade takes
+// away again.
 func TestWriteDefaultWithSystemPlugins(t *testing.T) {
-	for _, p := range []string{"bridge", "portmap", "bandwidth", "loopback", "host-local"} {
-		if _, err := os.Stat(filepath.Join(systemPluginDir, p)); err != nil {
-			t.Skipf("%s not installed", p)
-		}
-	}
+	requireIntegration(t)
 	cfg := defaultTestConfig(t)
 	cfg.PluginDirs = []string{systemPluginDir}
+	cfg.DefaultName = "podbaytest-" + randHex(t, 3)
+	cfg.DefaultBridge = "pbt" + randHex(t, 3)
+	cfg.DefaultSubnet = freeSubnet(t).String()
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	chain := MasqueradeChain(cfg.DefaultName)
+	t.Cleanup(func() {
+		if err := RemoveMasquerade(context.Background(), cfg.DefaultName); err != nil {
+			t.Error(err)
+		}
+	})
 	if err := m.Status(context.Background()); err != nil {
 		t.Fatalf("Status with the default conflist: %v", err)
 	}
+	rules := natRules(t, chain)
+	for _, want := range []string{
+		"-A POSTROUTING -s " + cfg.DefaultSubnet + " ",
+		"-A " + chain + " -d " + cfg.DefaultSubnet + " ",
+		"-A " + chain + " ! -d 224.0.0.0/4 ",
+	} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("after loading the default conflist, no rule %q in:\n%s", want, rules)
+		}
+	}
+	// Idempotent: loading again adds nothing.
+	m.loaded.Store(nil)
+	if err := m.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := natRules(t, chain); again != rules {
+		t.Errorf("a second load changed the rules:\n%s\nwas:\n%s", again, rules)
+	}
+	if err := m.ReleaseMasquerade(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left := natRules(t, chain); left != "" {
+		t.Errorf("ReleaseMasquerade left:\n%s", left)
+	}
+
+	// A Manager that never loaded the config (a daemon that only tore
+	// pods down with their cached configs) still releases what its
+	// ConfDir's network asks for.
+	if err := m.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.ReleaseMasquerade(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left := natRules(t, chain); left != "" {
+		t.Errorf("ReleaseMasquerade of a Manager that never loaded the config left:\n%s", left)
+	}
+}
+
+// natRules returns the nat table's rules that name chain.
+func natRules(t *testing.T, chain string) string {
+	t.Helper()
+	out, err := exec.Command("iptables-save", "-t", "nat").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "-A ") && strings.Contains(l, chain) {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
 }
 
 func TestWriteDefaultRespectsOperatorConfig(t *testing.T) {

@@ -125,6 +125,10 @@ type Manager struct {
 	reloadMu sync.Mutex
 	// writeMu serializes writes of the default conflist.
 	writeMu sync.Mutex
+
+	masqMu sync.Mutex
+	// masqNets are the networks whose masquerade this Manager installed.
+	masqNets map[string]bool // guarded by masqMu
 }
 
 // reloadTimeout bounds the plugin VERSION calls of a config reload that New

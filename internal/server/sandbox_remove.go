@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -62,20 +64,45 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 	}
 	timer.Phase("containers")
 	rec := sb.Record()
-	if rec.ContainerCreated {
-		rt, err := s.runtimeFor(rec.RuntimeHandler)
-		if err != nil {
-			return fmt.Errorf("delete sandbox container: %w", err)
+	// The pause process is dead (Stop above): for an oci handler the
+	// runtime's delete and the root filesystem's removal touch nothing of
+	// each other's, so they run together. A vm handler's shim unmounts
+	// what it mounted under the bundle first; it keeps the order.
+	if rec.ContainerCreated && s.teardownOverlaps(rec) {
+		var (
+			wg       sync.WaitGroup
+			rtDelErr error
+		)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			phase := s.phaseClock("remove", nil)
+			rtDelErr = s.deleteSandboxContainer(ctx, rec)
+			phase("runtime_delete")
+		}()
+		phase := s.phaseClock("remove", nil)
+		rootfsErr := s.images.RemoveRootfs(ctx, rec.ID)
+		phase("rootfs")
+		wg.Wait()
+		timer.Phase("runtime_delete_and_rootfs")
+		if rootfsErr != nil {
+			rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
 		}
-		if err := rt.Delete(ctx, rec.ID); err != nil {
-			return fmt.Errorf("delete sandbox container: %w", err)
+		if err := errors.Join(rtDelErr, rootfsErr); err != nil {
+			return err
 		}
-		timer.Phase("runtime_delete")
+	} else {
+		if rec.ContainerCreated {
+			if err := s.deleteSandboxContainer(ctx, rec); err != nil {
+				return err
+			}
+			timer.Phase("runtime_delete")
+		}
+		if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
+			return fmt.Errorf("remove sandbox root filesystem: %w", err)
+		}
+		timer.Phase("rootfs")
 	}
-	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
-		return fmt.Errorf("remove sandbox root filesystem: %w", err)
-	}
-	timer.Phase("rootfs")
 	if key := rec.NetworkSettings.SandboxKey; key != "" {
 		if err := s.netns.Remove(key); err != nil {
 			return err
@@ -96,5 +123,17 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 	s.nriRemovePodSandbox(ctx, rec)
 	timer.Phase("persist")
 	log.G(ctx).Info("pod sandbox removed")
+	return nil
+}
+
+// deleteSandboxContainer has the runtime delete the pause container.
+func (s *Server) deleteSandboxContainer(ctx context.Context, rec sandbox.Record) error {
+	rt, err := s.runtimeFor(rec.RuntimeHandler)
+	if err != nil {
+		return fmt.Errorf("delete sandbox container: %w", err)
+	}
+	if err := rt.Delete(ctx, rec.ID); err != nil {
+		return fmt.Errorf("delete sandbox container: %w", err)
+	}
 	return nil
 }

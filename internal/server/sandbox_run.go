@@ -83,7 +83,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	sb, err := detach(s, ctx,
 		func(work context.Context) (*sandbox.Sandbox, error) {
 			defer lease.release()
-			sb, err := s.runPodSandbox(work, name, handler, rt, cfg)
+			sb, err := s.runPodSandbox(work, name, handler, lease.config.Type, rt, cfg)
 			s.finishSandbox(work, name, mine, sb, err)
 			return sb, err
 		},
@@ -97,7 +97,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // runPodSandbox does RunPodSandbox's work. Every step registers its undo
 // right after it acquires a resource (or before, where the acquire can
 // half-succeed); a failure undoes exactly the steps done, in reverse.
-func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
+func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start(ctx, "run")
 	rb := undo.Chain{Timeout: cleanupTimeout}
 	id, err := newID()
@@ -181,13 +181,16 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	}
 
 	att := attachment(rec, cfg, key)
+	overlap := overlapNetworkAndCreate(rec, handlerType, cfg)
 	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderBefore {
 		// Registered before ADD: an ADD that failed half way still needs DEL.
 		defer rb.OnError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
 			return s.network.Teardown(ctx, att)
 		})
-		if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
-			return nil, err
+		if !overlap {
+			if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -195,12 +198,18 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	defer rb.OnError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
 		return rt.Delete(ctx, id)
 	})
-	if err := s.createSandboxContainer(ctx, sb, rt, cfg, files, rootfs, pauseArgs(pause)); err != nil {
-		return nil, err
-	}
-	timer.Phase("runtime_create")
-	if err := s.hit(ctx, "run.create"); err != nil {
-		return nil, err
+	if overlap {
+		if err := s.setupNetworkWhileCreating(ctx, sb, rt, att, cfg, files, rootfs, pauseArgs(pause), timer); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := s.createSandboxContainer(ctx, sb, rt, cfg, files, rootfs, pauseArgs(pause)); err != nil {
+			return nil, err
+		}
+		timer.Phase("runtime_create")
+		if err := s.hit(ctx, "run.create"); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := rt.Start(ctx, id); err != nil {
@@ -264,16 +273,8 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
 func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
-	rec := sb.Record()
-	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
+	bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
 	if err != nil {
-		return err
-	}
-	if err := reachableFromUserNamespace(spec); err != nil {
-		return err
-	}
-	bundle := filepath.Join(rec.Dir, "bundle")
-	if err := writeBundle(bundle, spec); err != nil {
 		return err
 	}
 	// Persisted before Create, so a crash during Create leaves a record
@@ -281,17 +282,44 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	if _, err := s.advance(sb, (*sandbox.Record).BeginContainerCreate); err != nil {
 		return err
 	}
-	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: rec.ID, BundleDir: bundle, MonitorCgroup: s.monitorCgroup(),
-		PlaceMonitor: s.placeMonitor(rec.RuntimeHandler, rec.ID)})
+	pid, err := s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle, cfg)
+	if err != nil {
+		return err
+	}
+	rec := sb.Update(func(r *sandbox.Record) { r.Pid = pid })
+	return s.save(rec)
+}
+
+// writeSandboxBundle builds the pause container's spec and writes its
+// bundle; it returns the bundle's directory.
+func (s *Server) writeSandboxBundle(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
+	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
+	if err != nil {
+		return "", err
+	}
+	if err := reachableFromUserNamespace(spec); err != nil {
+		return "", err
+	}
+	bundle := filepath.Join(rec.Dir, "bundle")
+	if err := writeBundle(bundle, spec); err != nil {
+		return "", err
+	}
+	return bundle, nil
+}
+
+// createPause has the runtime create the pause container from bundle and
+// returns its pid.
+func (s *Server) createPause(ctx context.Context, rt runtime.Runtime, id, handler, bundle string, cfg *runtimeapi.PodSandboxConfig) (int, error) {
+	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle, MonitorCgroup: s.monitorCgroup(),
+		PlaceMonitor: s.placeMonitor(handler, id)})
 	if err != nil {
 		if name := refusedSysctl(err, cfg.GetLinux().GetSysctls()); name != "" {
-			return fmt.Errorf("create sandbox container: the kernel refused sysctl %s=%q: %v: %w",
+			return 0, fmt.Errorf("create sandbox container: the kernel refused sysctl %s=%q: %v: %w",
 				name, cfg.GetLinux().GetSysctls()[name], err, errdefs.ErrInvalidArgument)
 		}
-		return fmt.Errorf("create sandbox container: %w", s.runtimeFailure(err))
+		return 0, fmt.Errorf("create sandbox container: %w", s.runtimeFailure(err))
 	}
-	rec = sb.Update(func(r *sandbox.Record) { r.Pid = pid })
-	return s.save(rec)
+	return pid, nil
 }
 
 // refusedSysctl returns the requested sysctl that err, from the runtime's

@@ -2,14 +2,20 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"syscall"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -68,50 +74,42 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 	// The pod's containers first: nothing may run in a pod whose network
 	// is being torn down. The kubelet has stopped them gracefully already;
 	// what is left gets no grace period (CRI spec: "forcibly terminated").
-	for _, c := range s.containers.InSandbox(sb.ID) {
-		c.OpMu.Lock()
-		err := s.stopContainerLocked(ctx, c, 0)
-		c.OpMu.Unlock()
-		if err != nil {
-			return fmt.Errorf("stop container %s: %w", c.ID, err)
-		}
+	// They stop in parallel: each has its own lock and monitor.
+	if err := s.stopPodContainers(ctx, sb.ID); err != nil {
+		return err
 	}
 	timer.Phase("containers")
 
+	// The network's release and the pause process's kill depend on
+	// nothing of each other for an oci handler (see teardownOverlaps); each
+	// records its own completion.
 	if rec.OwesNetworkTeardown() {
-		if err := s.teardownNetwork(ctx, rec); err != nil {
-			return err
-		}
-		timer.Phase("cni")
-		if err := s.hit(ctx, "stop.cni"); err != nil {
-			return err
-		}
-		if err := s.netns.Unmount(rec.NetworkSettings.SandboxKey); err != nil {
-			return err
-		}
-		timer.Phase("netns")
-		if err := s.hit(ctx, "stop.unmount"); err != nil {
-			return err
-		}
-		var err error
-		if rec, err = s.advance(sb, (*sandbox.Record).ReleaseNetwork); err != nil {
-			return err
-		}
-	}
-
-	if rec.ContainerCreated {
-		if rtErr != nil {
-			return fmt.Errorf("stop sandbox container: %w", rtErr)
-		}
-		// conmon's exit file says the pause process is gone: nothing to
-		// stop (a pod that exited, or Remove after Stop).
-		if _, exited, err := rt.Exited(rec.ID); err != nil || !exited {
-			// The pause process holds nothing worth a grace period.
-			if err := rt.Stop(ctx, rec.ID, 0, syscall.SIGKILL); err != nil {
-				return fmt.Errorf("stop sandbox container: %w", err)
+		if s.teardownOverlaps(rec) {
+			var (
+				wg     sync.WaitGroup
+				netErr error
+			)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				netErr = s.releasePodNetwork(ctx, sb, rec, nil)
+			}()
+			stopErr := s.stopPause(ctx, rec, rt, rtErr, nil)
+			wg.Wait()
+			timer.Phase("network_and_kill")
+			if err := errors.Join(netErr, stopErr); err != nil {
+				return err
 			}
-			timer.Phase("runtime_stop")
+		} else {
+			if err := s.releasePodNetwork(ctx, sb, rec, timer); err != nil {
+				return err
+			}
+			if err := s.stopPause(ctx, rec, rt, rtErr, timer); err != nil {
+				return err
+			}
 		}
+	} else if err := s.stopPause(ctx, rec, rt, rtErr, timer); err != nil {
+		return err
 	}
 	if rec.Phase == sandbox.PhaseStopping {
 		if _, err := s.advance(sb, (*sandbox.Record).FinishStop); err != nil {
@@ -122,6 +120,97 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		s.nriStopPodSandbox(ctx, sb)
 	}
 	return nil
+}
+
+// teardownOverlaps reports whether Stop may release the pod's network
+// while it kills the pause process, and Remove delete the runtime's state
+// while it removes the root filesystem: for oci handlers, whose pause
+// process holds nothing the network needs and whose runtime state nothing
+// of the storage. A vm handler's runtime tears its mirror of the pod's
+// interfaces down as the VM stops, and its shim unmounts under the bundle
+// on delete, so it keeps the order.
+func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
+	rtCfg, ok := s.current().cfg.Runtimes[rec.RuntimeHandler]
+	return ok && rtCfg.Type != config.TypeVM
+}
+
+// stopPodContainers stops the pod's containers, in parallel, with no grace
+// period.
+func (s *Server) stopPodContainers(ctx context.Context, sandboxID string) error {
+	ctrs := s.containers.InSandbox(sandboxID)
+	errs := make([]error, len(ctrs))
+	var wg sync.WaitGroup
+	for i, c := range ctrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.OpMu.Lock()
+			defer c.OpMu.Unlock()
+			if err := s.stopContainerLocked(ctx, c, 0); err != nil {
+				errs[i] = fmt.Errorf("stop container %s: %w", c.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// releasePodNetwork runs CNI DEL, unmounts the namespace (keeping the
+// file) and records the network released. With a nil timer each phase is
+// observed on its own, for a release that overlaps other work.
+func (s *Server) releasePodNetwork(ctx context.Context, sb *sandbox.Sandbox, rec sandbox.Record, timer *metrics.Timer) error {
+	phase := s.phaseClock("stop", timer)
+	if err := s.teardownNetwork(ctx, rec); err != nil {
+		return err
+	}
+	phase("cni")
+	if err := s.hit(ctx, "stop.cni"); err != nil {
+		return err
+	}
+	if err := s.netns.Unmount(rec.NetworkSettings.SandboxKey); err != nil {
+		return err
+	}
+	phase("netns")
+	if err := s.hit(ctx, "stop.unmount"); err != nil {
+		return err
+	}
+	_, err := s.advance(sb, (*sandbox.Record).ReleaseNetwork)
+	return err
+}
+
+// stopPause kills the pause process unless conmon's exit file says it is
+// gone (a pod that exited, or Remove after Stop).
+func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, rt runtime.Runtime, rtErr error, timer *metrics.Timer) error {
+	if !rec.ContainerCreated {
+		return nil
+	}
+	if rtErr != nil {
+		return fmt.Errorf("stop sandbox container: %w", rtErr)
+	}
+	phase := s.phaseClock("stop", timer)
+	if _, exited, err := rt.Exited(rec.ID); err != nil || !exited {
+		// The pause process holds nothing worth a grace period.
+		if err := rt.Stop(ctx, rec.ID, 0, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("stop sandbox container: %w", err)
+		}
+		phase("runtime_stop")
+	}
+	return nil
+}
+
+// phaseClock returns a function that records a phase of operation: on
+// timer when there is one, else as a phase of its own, timed from the
+// previous call (or from now), for work that runs alongside other work.
+func (s *Server) phaseClock(operation string, timer *metrics.Timer) func(string) {
+	if timer != nil {
+		return timer.Phase
+	}
+	last := time.Now()
+	return func(name string) {
+		now := time.Now()
+		s.metrics.ObservePhase(operation, name, now.Sub(last))
+		last = now
+	}
 }
 
 // teardownNetwork issues CNI DEL for a sandbox. DEL is issued even when the

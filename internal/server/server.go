@@ -292,6 +292,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.cancel()
 	s.bg.Wait()
+	s.releaseMasqueradeIfIdle(ctx)
 }
 
 // hit evaluates a failpoint.

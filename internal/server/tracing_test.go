@@ -143,8 +143,9 @@ func TestTraceSandboxLifecycle(t *testing.T) {
 	wantAttr(t, run, "rpc.grpc.status_code", int64(0))
 	wantAttr(t, run, attrPodSandboxID, id)
 
+	// An oci handler: CNI ADD and the runtime's create overlap, one phase.
 	want := []string{"sandbox.run.pause_image", "sandbox.run.prepare", "sandbox.run.rootfs", "sandbox.run.netns",
-		"sandbox.run.cni", "sandbox.run.runtime_create", "sandbox.run.runtime_start", "sandbox.run.persist"}
+		"sandbox.run.bundle", "sandbox.run.cni_and_create", "sandbox.run.runtime_start", "sandbox.run.persist"}
 	if got := childNames(exp, run); !slices.Equal(got, want) {
 		t.Fatalf("RunPodSandbox's children:\n got %v\nwant %v", got, want)
 	}
@@ -171,7 +172,7 @@ func TestTraceSandboxLifecycle(t *testing.T) {
 	}
 	stop := rpcSpan(t, exp, "StopPodSandbox")
 	wantAttr(t, stop, attrPodSandboxID, id)
-	want = []string{"sandbox.stop.containers", "sandbox.stop.cni", "sandbox.stop.netns", "sandbox.stop.runtime_stop", "sandbox.stop.persist"}
+	want = []string{"sandbox.stop.containers", "sandbox.stop.network_and_kill", "sandbox.stop.persist"}
 	if got := childNames(exp, stop); !slices.Equal(got, want) {
 		t.Errorf("StopPodSandbox's children:\n got %v\nwant %v", got, want)
 	}
@@ -183,7 +184,7 @@ func TestTraceSandboxLifecycle(t *testing.T) {
 	remove := rpcSpan(t, exp, "RemovePodSandbox")
 	// Stopped already: of the stop, only the check of the pod's containers
 	// (the removal's phase is not "stopped").
-	want = []string{"sandbox.stop.containers", "sandbox.remove.containers", "sandbox.remove.runtime_delete", "sandbox.remove.rootfs", "sandbox.remove.netns", "sandbox.remove.persist"}
+	want = []string{"sandbox.stop.containers", "sandbox.remove.containers", "sandbox.remove.runtime_delete_and_rootfs", "sandbox.remove.netns", "sandbox.remove.persist"}
 	if got := childNames(exp, remove); !slices.Equal(got, want) {
 		t.Errorf("RemovePodSandbox's children:\n got %v\nwant %v", got, want)
 	}
@@ -235,8 +236,8 @@ func TestTraceContainerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := rpcSpan(t, exp, "StopPodSandbox")
-	want := []string{"container.stop.runtime_stop", "container.stop.persist", "sandbox.stop.containers", "sandbox.stop.cni",
-		"sandbox.stop.netns", "sandbox.stop.runtime_stop", "sandbox.stop.persist"}
+	want := []string{"container.stop.runtime_stop", "container.stop.persist", "sandbox.stop.containers",
+		"sandbox.stop.network_and_kill", "sandbox.stop.persist"}
 	if got := childNames(exp, stop); !slices.Equal(got, want) {
 		t.Errorf("StopPodSandbox's children:\n got %v\nwant %v", got, want)
 	}
@@ -262,8 +263,8 @@ func TestTraceErrors(t *testing.T) {
 		t.Error("a failed RunPodSandbox names a pod")
 	}
 	got := childNames(exp, run)
-	if !slices.Contains(got, "sandbox.run.cni") || slices.Contains(got, "sandbox.run.runtime_create") {
-		t.Errorf("failed RunPodSandbox's children %v: want the phases up to cni, not runtime_create", got)
+	if !slices.Contains(got, "sandbox.run.bundle") || slices.Contains(got, "sandbox.run.cni_and_create") {
+		t.Errorf("failed RunPodSandbox's children %v: want the phases up to bundle, not cni_and_create", got)
 	}
 
 	exp.Reset()

@@ -65,6 +65,10 @@ type envOptions struct {
 	// logLevelFromFile starts the daemon without --log-level, so that
 	// the file's log_level (debug) decides, and a reload can change it.
 	logLevelFromFile bool
+	// podbayMasquerade writes the env's conflist in the shape of podbay's
+	// default network: the bridge plugin's ipMasq off and the pods'
+	// egress masqueraded by the daemon's own rules (podbayMasquerade).
+	podbayMasquerade bool
 	// nriConfig is TOML added to the env's [nri] table, which puts the
 	// NRI socket and plugin directories in the env's dir (nriSocket,
 	// nri-plugins, nri-conf.d), so that no daemon takes the host's.
@@ -358,7 +362,7 @@ func (e *env) cniConfig() []byte {
 				"type":      "bridge",
 				"bridge":    e.bridge,
 				"isGateway": true,
-				"ipMasq":    !e.opts.noIPMasq,
+				"ipMasq":    !e.opts.noIPMasq && !e.opts.podbayMasquerade,
 				"ipam": map[string]any{
 					"type":    "host-local",
 					"dataDir": e.ipamDir,
@@ -381,6 +385,10 @@ func (e *env) cniConfig() []byte {
 				"capabilities": map[string]bool{"dns": true, "bandwidth": true},
 			},
 		},
+	}
+	if e.opts.podbayMasquerade {
+		conf["generatedBy"] = "podbay"
+		conf["podbayMasquerade"] = true
 	}
 	b, err := json.MarshalIndent(conf, "", "  ")
 	if err != nil {

@@ -10,11 +10,14 @@ import (
 )
 
 // TestNetworkOrder proves, per pod, whether the network was set up before
-// the runtime was asked to create the sandbox container: the runtime wrapper
-// records what the sandbox's network namespace held at create. It does so
-// for both handler types: for "vm" the wrapper is the runc that
+// the runtime was asked to start the sandbox container and, for vm
+// handlers, to create it: the runtime wrapper records what the sandbox's
+// network namespace held at create and at start. It does so for both
+// handler types: for "vm" the wrapper is the runc that
 // containerd-shim-runc-v2 runs inside the shim's Create, the moment a VM
-// runtime would boot the pod VM and mirror the namespace's interfaces.
+// runtime would boot the pod VM and mirror the namespace's interfaces. An
+// oci handler's create may run alongside CNI ADD (the pause program runs
+// at start), so only start is checked for it.
 func TestNetworkOrder(t *testing.T) {
 	e := newEnv(t, envOptions{extraRuntimes: map[string]handlerOptions{
 		"runc-after": {order: "after"},
@@ -69,17 +72,42 @@ func TestNetworkOrder(t *testing.T) {
 			if rec.NetNSPath != key {
 				t.Fatalf("bundle's network namespace path at create %q, want the sandbox key %q", rec.NetNSPath, key)
 			}
+			// The pod is really run by a shim for a vm handler, and not
+			// by one otherwise.
+			wantShim := strings.HasPrefix(wantHandler, "vm") || (suiteRuntimeType == "vm" && strings.HasPrefix(wantHandler, "runc"))
+			if pid := shimProcess(id); (pid != 0) != wantShim {
+				t.Errorf("handler %q: shim process for the pod: pid %d, want one: %v", wantHandler, pid, wantShim)
+			}
+			started := e.sandboxStartRecord(t, id)
+			if started.Error != "" {
+				t.Fatalf("runtime wrapper could not inspect the namespace at start: %s", started.Error)
+			}
 			eth0, hasEth0 := findIface(rec.Interfaces, "eth0")
+			eth0AtStart, hasEth0AtStart := findIface(started.Interfaces, "eth0")
 			switch tc.want {
 			case "before":
+				// The pod's first process runs in a configured namespace.
+				if !hasEth0AtStart {
+					t.Errorf("order before: no eth0 in the sandbox namespace when the runtime started the container; interfaces: %s", ifaceNames(started.Interfaces))
+				} else if !hasAddr(eth0AtStart, ip) {
+					t.Errorf("order before: eth0 had addresses %v at start, want the pod IP %s", eth0AtStart.Addrs, ip)
+				}
+				// A VM runtime mirrors the interfaces at create; an oci
+				// handler's create may run alongside CNI ADD.
+				if !wantShim {
+					break
+				}
 				if !hasEth0 {
-					t.Errorf("order before: no eth0 in the sandbox namespace when the runtime created the container; interfaces: %s", ifaceNames(rec.Interfaces))
+					t.Errorf("order before, vm: no eth0 in the sandbox namespace when the runtime created the container; interfaces: %s", ifaceNames(rec.Interfaces))
 				} else if !hasAddr(eth0, ip) {
-					t.Errorf("order before: eth0 had addresses %v at create, want the pod IP %s", eth0.Addrs, ip)
+					t.Errorf("order before, vm: eth0 had addresses %v at create, want the pod IP %s", eth0.Addrs, ip)
 				}
 			case "after":
 				if hasEth0 {
 					t.Errorf("order after: eth0 (%v) already existed when the runtime created the container", eth0.Addrs)
+				}
+				if hasEth0AtStart {
+					t.Errorf("order after: eth0 (%v) already existed when the runtime started the container", eth0AtStart.Addrs)
 				}
 				now, err := nsinfo.Interfaces(key)
 				if err != nil {
@@ -88,12 +116,6 @@ func TestNetworkOrder(t *testing.T) {
 				if eth0, ok := findIface(now, "eth0"); !ok || !hasAddr(eth0, ip) {
 					t.Errorf("order after: the ready pod's namespace has no eth0 with %s; interfaces: %s", ip, ifaceNames(now))
 				}
-			}
-			// The pod is really run by a shim for a vm handler, and not
-			// by one otherwise.
-			wantShim := strings.HasPrefix(wantHandler, "vm") || (suiteRuntimeType == "vm" && strings.HasPrefix(wantHandler, "runc"))
-			if pid := shimProcess(id); (pid != 0) != wantShim {
-				t.Errorf("handler %q: shim process for the pod: pid %d, want one: %v", wantHandler, pid, wantShim)
 			}
 			requirePing(t, ip)
 			e.stopPod(t, id)

@@ -169,6 +169,22 @@ func (e *env) sandboxCreateRecord(t *testing.T, id string) createRecord {
 	return last
 }
 
+// sandboxStartRecord is the runtime wrapper's record of the start of
+// sandbox id's sandbox container.
+func (e *env) sandboxStartRecord(t *testing.T, id string) createRecord {
+	t.Helper()
+	created := e.sandboxCreateRecord(t, id)
+	data, err := os.ReadFile(filepath.Join(e.runtimePath+".record", created.ContainerID+".start.json"))
+	if err != nil {
+		t.Fatalf("the runtime wrapper recorded no start for sandbox %s: %v", short(id), err)
+	}
+	var r createRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("start record of sandbox %s: %v", short(id), err)
+	}
+	return r
+}
+
 // findIface returns the named interface.
 func findIface(ifaces []nsinfo.Interface, name string) (nsinfo.Interface, bool) {
 	for _, i := range ifaces {

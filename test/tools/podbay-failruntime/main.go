@@ -15,7 +15,9 @@
 // bundle's config.json looked like at that moment, to
 // <own path>.record/<container-id>.create.json, which lets tests prove that
 // the pod network was (or was not) set up before the sandbox container was
-// created.
+// created. On start it records the same namespace (named by that create
+// record) again, to <container-id>.start.json: the network must be there
+// before the pod's first process runs.
 //
 // Then it execs the real runtime, /usr/sbin/runc or the path held in
 // <own path>.real, with its own arguments unchanged.
@@ -97,8 +99,11 @@ func main() {
 			hang(self, sub)
 		}
 	}
-	if sub == "create" {
+	switch sub {
+	case "create":
 		recordCreate(self, args[subIdx+1:])
+	case "start":
+		recordStart(self, args[subIdx+1:])
 	}
 
 	real := defaultRuntime
@@ -204,19 +209,56 @@ func recordCreate(self string, args []string) {
 	}
 	rec.Error = strings.Join(errs, "; ")
 
-	dir := self + ".record"
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(os.Stderr, "podbay-failruntime: %v\n", err)
-		return
-	}
 	name := rec.ContainerID
 	if name == "" {
 		name = fmt.Sprintf("unknown-%d", os.Getpid())
 	}
+	writeRecord(self+".record", name+".create.json", rec)
+}
+
+// recordStart writes the start record of a container whose create was
+// recorded: its namespace's interfaces as start begins.
+func recordStart(self string, args []string) {
+	var id string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			id = a
+		}
+	}
+	if id == "" {
+		return
+	}
+	dir := self + ".record"
+	data, err := os.ReadFile(filepath.Join(dir, id+".create.json"))
+	if err != nil {
+		return // created by another wrapper, or not recorded
+	}
+	var created Record
+	if json.Unmarshal(data, &created) != nil || created.NetNSPath == "" {
+		return
+	}
+	rec := Record{ContainerID: id, Bundle: created.Bundle, Time: time.Now(), NetNSPath: created.NetNSPath,
+		Annotations: created.Annotations, Namespaces: created.Namespaces, Interfaces: []nsinfo.Interface{}}
+	ifaces, err := nsinfo.Interfaces(rec.NetNSPath)
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	if ifaces != nil {
+		rec.Interfaces = ifaces
+	}
+	writeRecord(dir, id+".start.json", rec)
+}
+
+// writeRecord writes rec to dir/name atomically, best effort.
+func writeRecord(dir, name string, rec Record) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "podbay-failruntime: %v\n", err)
+		return
+	}
 	out, _ := json.MarshalIndent(rec, "", "  ")
 	tmp := filepath.Join(dir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, out, 0o644); err == nil {
-		os.Rename(tmp, filepath.Join(dir, name+".create.json")) //nolint:errcheck // best effort
+		os.Rename(tmp, filepath.Join(dir, name)) //nolint:errcheck // best effort
 	}
 }
 

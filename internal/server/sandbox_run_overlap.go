@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/metrics"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// overlapNetworkAndCreate reports whether RunPodSandbox may run CNI ADD
+// and the runtime's create of the pause container at the same time.
+//
+// The seeds' order "network before start" asks that the pod's processes
+// start in a configured namespace. The namespace is pinned before either
+// step, so an oci runtime's create (runc joins the namespace by path; the
+// pause program does not run until start) needs nothing from ADD, and
+// start still waits for both. Kept in sequence:
+//   - vm handlers: the runtime boots the VM at create and mirrors the
+//     namespace's interfaces into it then;
+//   - order "after": its point is a runtime that sees no interfaces;
+//   - a pod with net.* sysctls: runc writes them at create, and one that
+//     names eth0 (or net.*.conf.default.*, which eth0 inherits when made
+//     after it) depends on whether ADD came first.
+func overlapNetworkAndCreate(rec sandbox.Record, handlerType string, cfg *runtimeapi.PodSandboxConfig) bool {
+	if handlerType == config.TypeVM || rec.NetworkMode != sandbox.ModeCNI || rec.NetworkOrder != config.OrderBefore {
+		return false
+	}
+	for name := range cfg.GetLinux().GetSysctls() {
+		if strings.HasPrefix(name, "net.") || strings.HasPrefix(name, "net/") {
+			return false
+		}
+	}
+	return true
+}
+
+// setupNetworkWhileCreating is setupNetwork and createSandboxContainer at
+// once (see overlapNetworkAndCreate). One record write before both says
+// that a CNI DEL is owed and that the runtime may hold state, so a crash
+// during either leaves what recovery needs; one write after both stores
+// the network settings and the pause pid. The caller registered both undos
+// (CNI DEL and runtime delete) before the call: a failure of either step
+// is returned once both have finished, and the caller's chain undoes both.
+func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, att network.Attachment, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string, timer *metrics.Timer) error {
+	bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
+	if err != nil {
+		return err
+	}
+	if _, err := s.advance(sb, func(r *sandbox.Record) error {
+		if err := r.BeginNetworkSetup(); err != nil {
+			return err
+		}
+		return r.BeginContainerCreate()
+	}); err != nil {
+		return err
+	}
+	timer.Phase("bundle")
+
+	var (
+		wg       sync.WaitGroup
+		settings *network.Settings
+		netErr   error
+		netTook  time.Duration
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		settings, netErr = s.network.Setup(ctx, att)
+		netTook = time.Since(start)
+	}()
+	start := time.Now()
+	pid, createErr := s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle, cfg)
+	createTook := time.Since(start)
+	wg.Wait()
+	// Each step's own time; the wall time of the two together is the
+	// timer's phase once both succeeded.
+	s.metrics.ObservePhase("run", "cni", netTook)
+	s.metrics.ObservePhase("run", "runtime_create", createTook)
+	switch {
+	case netErr != nil && createErr != nil:
+		return errors.Join(fmt.Errorf("set up pod network: %w", netErr), createErr)
+	case netErr != nil:
+		return fmt.Errorf("set up pod network: %w", netErr)
+	case createErr != nil:
+		return createErr
+	}
+
+	rec := sb.Update(func(r *sandbox.Record) {
+		settings.SandboxID = r.ID
+		settings.SandboxKey = r.NetworkSettings.SandboxKey
+		settings.Activation = true
+		r.NetworkSettings = *settings
+		r.Pid = pid
+	})
+	if err := s.save(rec); err != nil {
+		return err
+	}
+	timer.Phase("cni_and_create")
+	if err := s.hit(ctx, "run.cni"); err != nil {
+		return err
+	}
+	return s.hit(ctx, "run.create")
+}
