@@ -211,7 +211,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, err
 	}
 	bundle := filepath.Join(rec.Dir, "bundle")
-	if err := writeBundle(bundle, spec); err != nil {
+	if err := writeBundle(bundle, spec, rt); err != nil {
 		return nil, err
 	}
 	u := spec.Process.User

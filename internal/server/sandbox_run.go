@@ -267,7 +267,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 		return err
 	}
 	bundle := filepath.Join(rec.Dir, "bundle")
-	if err := writeBundle(bundle, spec); err != nil {
+	if err := writeBundle(bundle, spec, rt); err != nil {
 		return err
 	}
 	// Persisted before Create, so a crash during Create leaves a record
