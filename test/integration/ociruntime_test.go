@@ -43,12 +43,3 @@ func (e *env) setSuiteOCIRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// suiteRuntimeName is the base name of the suite's OCI runtime: "runc" or
-// "crun" (or another wrapper's name).
-func suiteRuntimeName() string {
-	if suiteOCIRuntime == "" {
-		return "runc"
-	}
-	return filepath.Base(suiteOCIRuntime)
-}
