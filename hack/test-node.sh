@@ -244,7 +244,7 @@ build() {
 	fetch_debian_busybox "$repo/$BIN/debian-busybox" "$work/deb" >/dev/null
 	cp -a "$repo/$BIN/debian-busybox" "$work/"
 	rm -rf "$work/deb"
-	cp "$0" hack/node-lib.sh hack/install-deps.sh dist/podbay.toml dist/systemd/podbayd.service "$work/"
+	cp hack/test-node.sh hack/node-lib.sh hack/install-deps.sh dist/podbay.toml dist/systemd/podbayd.service "$work/"
 }
 check "build podbayd, the suite (go test -c), crictl, critest" bash -c "$(declare -f build fetch_debian_busybox log); work=$work repo=$repo BIN=$BIN BUILDTAGS=$BUILDTAGS; build" ||
 	{ summary; exit 1; }
