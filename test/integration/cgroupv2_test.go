@@ -217,8 +217,10 @@ func TestCgroupV2Stats(t *testing.T) {
 		}
 		return resp.Stats
 	}
+	// Generous: under emulation (make test-node's guest) filling the
+	// variable alone takes many seconds.
 	var first *runtimeapi.ContainerStats
-	if err := eventually(20*time.Second, func() error {
+	if err := eventually(2*time.Minute, func() error {
 		first = stats()
 		if ws := first.GetMemory().GetWorkingSetBytes().GetValue(); ws < 16<<20 {
 			return fmt.Errorf("memory working set %d, want ≥ 16 MiB", ws)
