@@ -364,7 +364,9 @@ func TestCgroupV2PodResize(t *testing.T) {
 
 	// 48 MiB in the app's /dev/shm, charged to the pod: a 16 MiB limit
 	// (32 MiB with the overhead) is below the usage.
-	e.execOutput(t, app, "dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M", "count=48")
+	if r := e.execSync(t, app, 120, "dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M", "count=48"); r.ExitCode != 0 {
+		t.Fatalf("filling /dev/shm: exit %d: %s", r.ExitCode, r.Stderr)
+	}
 	_, err = e.rt.UpdatePodSandboxResources(rpcCtx(t), &runtimeapi.UpdatePodSandboxResourcesRequest{
 		PodSandboxId: pod.id, Resources: &runtimeapi.LinuxContainerResources{CpuQuota: 300000, MemoryLimitInBytes: 16 << 20},
 	})

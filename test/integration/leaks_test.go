@@ -415,9 +415,16 @@ func (e *env) leakedRules(known, keep map[string]bool) []leak {
 	return leaks
 }
 
-// cgroupDirs returns the env's cgroup root in every mounted hierarchy.
+// cgroupDirs returns the env's cgroup root in every mounted hierarchy:
+// the cgroup v1 controllers' (and a hybrid host's unified one) and, on a
+// pure cgroup v2 host, /sys/fs/cgroup's own.
 func (e *env) cgroupDirs() []string {
 	var dirs []string
+	if p := filepath.Join("/sys/fs/cgroup", e.cgroupRoot); pureCgroupV2() {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+	}
 	entries, _ := os.ReadDir("/sys/fs/cgroup")
 	for _, ent := range entries {
 		p := filepath.Join("/sys/fs/cgroup", ent.Name(), e.cgroupRoot)
