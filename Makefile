@@ -149,6 +149,13 @@ deb:
 test-deb:
 	./hack/test-node-package.sh
 
+# The node suite in the Debian 12 guest (systemd, cgroup v2, crun): see
+# README "Testing on a real node". Hours under emulation: not in `make test`;
+# run it before every change to cgroups or shims.
+.PHONY: test-node
+test-node:
+	./hack/test-node.sh
+
 clean:
 	rm -rf $(BIN)
 

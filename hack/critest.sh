@@ -33,6 +33,10 @@
 #                                  # the same through a "vm" handler: every
 #                                  # pod in containerd-shim-runc-v2 over the
 #                                  # shim v2 API (critest --runtime-handler)
+#   ./hack/critest.sh --runtime=crun
+#                                  # the conformance specs with crun as the
+#                                  # default handler's OCI runtime (handler
+#                                  # "crun"; also CRITEST_RUNTIME=crun)
 #   ./hack/critest.sh --userns     # only the 6 user-namespace specs, through
 #                                  # a handler on runc built from tools/
 #                                  # (Debian 12's runc 1.1.5 has no idmapped
@@ -50,13 +54,15 @@ set -euo pipefail
 benchmark=0
 vm=0
 userns=0
+oci_runtime=${CRITEST_RUNTIME:-runc}
 for arg in "$@"; do
 	case "$arg" in
 	--benchmark) benchmark=1 ;;
 	--vm) vm=1 ;;
 	--userns) userns=1 ;;
+	--runtime=*) oci_runtime=${arg#--runtime=} ;;
 	*)
-		echo "usage: $0 [--vm] [--benchmark] | --userns" >&2
+		echo "usage: $0 [--vm] [--benchmark] [--runtime=runc|crun] | --userns" >&2
 		exit 2
 		;;
 	esac
@@ -126,6 +132,14 @@ netns_dir=$tmp/netns
 cgroup_parent=/pbcritest-${tmp##*.}
 runtime_root=$state_dir/runtimes/runc
 handler=runc
+if [ "$oci_runtime" != runc ]; then
+	[ "$vm" -eq 0 ] && [ "$userns" -eq 0 ] || die "--runtime goes with the oci handler only"
+	command -v "$oci_runtime" >/dev/null || die "$oci_runtime not found in PATH"
+	# podbayd's built-in handlers are runc and crun, by those names.
+	handler=$(basename "$oci_runtime")
+	runtime_root=$state_dir/runtimes/$handler
+	runtime_bin=$(command -v "$oci_runtime")
+fi
 if [ "$vm" -eq 1 ]; then
 	# The shim's runc keeps its state in <runtime_root>/<namespace>;
 	# find_leaks lists it like conmon's runc's.
@@ -313,24 +327,7 @@ log "building into $bin"
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/podbay-standin" ./cmd/podbay-testimages/standin
 )
 
-# Debian's busybox package: the dynamically linked build, whose shell looks
-# commands up in PATH as the official busybox image's does. It conflicts
-# with busybox-static, so it is unpacked, not installed.
-if [ ! -x "$busybox_dir/bin/busybox" ]; then
-	log "fetching Debian's busybox package into $busybox_dir"
-	mkdir -p "$tmp/deb"
-	if ! (cd "$tmp/deb" && apt-get download -q -o APT::Sandbox::User=root busybox >/dev/null); then
-		apt-get update -qq
-		(cd "$tmp/deb" && apt-get download -q -o APT::Sandbox::User=root busybox >/dev/null)
-	fi
-	rm -rf "$busybox_dir.new"
-	# On a fresh clone bin/ does not exist yet; dpkg-deb makes only the
-	# last path element.
-	mkdir -p "$(dirname "$busybox_dir")"
-	dpkg-deb -x "$tmp"/deb/busybox_*.deb "$busybox_dir.new"
-	rm -rf "$busybox_dir"
-	mv "$busybox_dir.new" "$busybox_dir"
-fi
+fetch_debian_busybox "$busybox_dir" "$tmp/deb"
 
 # The registry, on a free loopback port; it writes the registries.conf that
 # mirrors critest's registries to it once it serves. setsid: a Ctrl-C must
@@ -382,6 +379,13 @@ path = "runc"
 path = "$runtime_bin"
 EOF
 fi
+if [ "$handler" != runc ] && [ "$vm" -eq 0 ] && [ "$userns" -eq 0 ]; then
+	# Pods that name no handler (critest's default) run it too.
+	sed -i "1i default_runtime = \"$handler\"" "$config"
+	if [ "$handler" != crun ]; then
+		printf '\n[runtimes.runc]\npath = "runc"\n\n[runtimes.%s]\npath = "%s"\n' "$handler" "$runtime_bin" >>"$config"
+	fi
+fi
 write_conflist
 
 # setsid: its own session, so that a Ctrl-C reaches critest but not the
@@ -411,6 +415,8 @@ if [ "$vm" -eq 1 ]; then
 	echo "handler: shim (vm: $(containerd-shim-runc-v2 -v 2>/dev/null | awk '/Version/ {print "containerd-shim-runc-v2 " $2; exit}') driving runc)"
 elif [ "$userns" -eq 1 ]; then
 	echo "handler: $handler (oci: conmon + $("$runtime_bin" --version | head -n1), built from tools/)"
+elif [ "$handler" != runc ]; then
+	echo "handler: $handler (oci: conmon + $("$runtime_bin" --version | head -n1))"
 else
 	echo "handler: runc (oci: conmon + runc)"
 fi

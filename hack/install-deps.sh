@@ -7,15 +7,18 @@
 # API Kata speaks). podbayd itself needs it only for such a handler. And
 # what building runc from tools/ takes (cgo with libseccomp): the tests run
 # user-namespaced pods on it, as Debian 12's runc 1.1.5 has no idmapped
-# mounts.
+# mounts. With --node only what a node running prebuilt podbay binaries
+# needs (no Go, git or make): make test-node runs it so in its guest.
 set -euo pipefail
 
 with_test=0
+node=0
 case "${1:-}" in
 --test) with_test=1 ;;
+--node) node=1 ;;
 "") ;;
 *)
-	echo "usage: $0 [--test]" >&2
+	echo "usage: $0 [--test | --node]" >&2
 	exit 2
 	;;
 esac
@@ -26,6 +29,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make)
+if [ "$node" -eq 1 ]; then
+	packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 util-linux procps busybox-static ca-certificates)
+fi
 if [ "$with_test" -eq 1 ]; then
 	packages+=(containerd gcc libc6-dev pkg-config libseccomp-dev)
 fi
@@ -41,6 +47,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "$node" -eq 0 ] || exit 0
 
 # Go: the machine's own if it is new enough (1.21+ fetches the exact
 # toolchain go.mod asks for through the module proxy); else Debian's.

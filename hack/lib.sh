@@ -212,3 +212,27 @@ remove_leaks() {
 	done
 	remove_nat_rules || log "could not remove the NAT rules of network $net_name"
 }
+
+# fetch_debian_busybox DIR WORKDIR: unpacks Debian's busybox package into
+# DIR (DIR/bin/busybox) unless it is there: the dynamically linked build,
+# whose shell looks commands up in PATH as the official busybox image's does
+# (busybox-static's runs its own ls even where /bin/ls is masked, which
+# critest's MaskedPaths spec sees). It conflicts with busybox-static, so it
+# is unpacked, not installed.
+fetch_debian_busybox() {
+	local dir=$1 work=$2
+	[ -x "$dir/bin/busybox" ] && return 0
+	log "fetching Debian's busybox package into $dir"
+	mkdir -p "$work"
+	if ! (cd "$work" && apt-get download -q -o APT::Sandbox::User=root busybox >/dev/null); then
+		apt-get update -qq
+		(cd "$work" && apt-get download -q -o APT::Sandbox::User=root busybox >/dev/null)
+	fi
+	rm -rf "$dir.new"
+	# On a fresh clone bin/ does not exist yet; dpkg-deb makes only the
+	# last path element.
+	mkdir -p "$(dirname "$dir")"
+	dpkg-deb -x "$work"/busybox_*.deb "$dir.new"
+	rm -rf "$dir"
+	mv "$dir.new" "$dir"
+}

@@ -15,47 +15,11 @@
 # Inside the guest the same script runs with --guest DIR.
 set -uo pipefail
 
-passed=0
-failed=0
-t0=$SECONDS
-step_start=$SECONDS
-# result NAME STATUS [DETAIL]: one PASS/FAIL line with the step's time.
-result() {
-	local name=$1 st=$2 detail=${3:-}
-	if [ "$st" -eq 0 ]; then
-		passed=$((passed + 1))
-		printf 'PASS %-58s %4ds\n' "$name" $((SECONDS - step_start))
-	else
-		failed=$((failed + 1))
-		printf 'FAIL %-58s %4ds %s\n' "$name" $((SECONDS - step_start)) "$detail"
-	fi
-	step_start=$SECONDS
-}
-# check NAME CMD...: runs CMD and records its exit status as NAME's result.
-check() {
-	local name=$1 out st
-	shift
-	out=$("$@" 2>&1)
-	st=$?
-	result "$name" "$st" "$(tail -n 5 <<<"$out" | tr '\n' ' ')"
-	return "$st"
-}
-summary() {
-	echo "$passed passed, $failed failed ($((SECONDS - t0))s)"
-	[ "$failed" -eq 0 ]
-}
+# shellcheck source=hack/node-lib.sh
+source "$(dirname "$0")/node-lib.sh"
 
 # ---------------------------------------------------------------- guest --
 
-# wait_for SECONDS CMD...: retries CMD every second until it succeeds.
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt $deadline ] || return 1
-		sleep 1
-	done
-}
 alive() { [ -n "$1" ] && [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status"; }
 main_pid() { systemctl show -p MainPID --value podbayd; }
 # podbay_procs lists the processes podbay left: conmon, pause, and anything
@@ -202,13 +166,7 @@ cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
 BIN=${BIN:-bin}
 export PATH=/usr/local/go/bin:$PATH
-TESTVM=${TESTVM:-}
-if [ -z "$TESTVM" ]; then
-	for t in ../shared/testvm/testvm ../../shared/testvm/testvm /work/shared/testvm/testvm; do
-		[ -x "$t" ] && TESTVM=$(realpath "$t") && break
-	done
-fi
-[ -x "$TESTVM" ] || { echo "test-node-package: no testvm (set TESTVM)" >&2; exit 1; }
+find_testvm || { echo "test-node-package: no testvm (set TESTVM)" >&2; exit 1; }
 # The package's dependencies, preinstalled in an image built here.
 export TESTVM_EXTRA=${TESTVM_EXTRA:-runc,crun,conmon,containernetworking-plugins,iptables,busybox-static}
 
@@ -226,7 +184,7 @@ result "build the .deb ($(basename "$deb"))" $? || { summary; exit 1; }
 GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper} \
 	CGO_ENABLED=0 go build -o "$work/podbay-testimages" ./cmd/podbay-testimages
 result "build crictl and podbay-testimages" $?
-cp "$BIN/crictl" "$0" "$work/"
+cp "$BIN/crictl" "$0" hack/node-lib.sh "$work/"
 
 # make install and uninstall, staged in a DESTDIR: files, the unit's
 # ExecStart under PREFIX, an edited config kept by a second install.
@@ -248,15 +206,7 @@ check "testvm up" "$TESTVM" up || { summary; exit 1; }
 check "push the package, crictl, registry" "$TESTVM" push "$work" /root/pkgtest || { summary; exit 1; }
 # The guest prints its own PASS/FAIL lines and summary; add them up.
 "$TESTVM" ssh "bash /root/pkgtest/$(basename "$0") --guest /root/pkgtest" 2>&1 | tee "$work/guest.out"
-gp=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$work/guest.out" | tail -1)
-gf=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$work/guest.out" | tail -1)
-step_start=$SECONDS
-if [ -z "$gp" ]; then
-	result "guest run finished" 1 "no summary from the guest"
-else
-	passed=$((passed + gp))
-	failed=$((failed + gf))
-fi
+add_guest_results "$work/guest.out"
 "$TESTVM" down >/dev/null 2>&1
 vm_up=0
 result "testvm down" 0

@@ -16,9 +16,15 @@ func detectFeatures(name, path string) ocifeatures.Handler {
 	f, err := ocifeatures.Detect(ctx, path)
 	if err != nil {
 		log.G(ctx).Info("runtime handler reports no optional features", "handler", name, "reason", err)
-		return ocifeatures.Handler{}
+		f = ocifeatures.Handler{}
+	} else {
+		log.G(ctx).Info("runtime handler features", "handler", name,
+			"recursive_read_only_mounts", f.RecursiveReadOnlyMounts, "user_namespaces", f.UserNamespaces)
 	}
-	log.G(ctx).Info("runtime handler features", "handler", name,
-		"recursive_read_only_mounts", f.RecursiveReadOnlyMounts, "user_namespaces", f.UserNamespaces)
+	if v, err := ocifeatures.QuerySpecVersion(ctx, path); err != nil {
+		log.G(ctx).Info("runtime handler tells no runtime-spec version; bundles declare podbay's", "handler", name, "reason", err)
+	} else {
+		f.SpecVersion = v
+	}
 	return f
 }

@@ -142,6 +142,10 @@ type Handler struct {
 	// UserNamespaces: a pod may have its own user namespace (hostUsers:
 	// false), with idmapped mounts.
 	UserNamespaces bool
+	// SpecVersion is the runtime-spec version the runtime implements
+	// (QuerySpecVersion), written as the bundles' ociVersion; "" = the
+	// version of podbay's runtime-spec module.
+	SpecVersion string
 }
 
 // For combines a runtime's features with the kernel's version.

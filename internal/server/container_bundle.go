@@ -7,16 +7,22 @@ import (
 	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podbay/podbay/internal/runtime"
 )
 
-// writeContainerBundle is writeBundle for a new container, without the
+// writeContainerBundle is writeBundle (the spec version the runtime
+// implements declared) for a new container, without the
 // two fsyncs (file and directory): atomic (a temporary file renamed) but
 // not durable. Nothing needs a container's config.json to survive a power
 // loss: the container does not (a restart finds it exited, and config.json
 // is then read only for ContainerStatus's verbose info, which skips a
 // spec that is not valid JSON), and a daemon crash loses nothing the
 // kernel has.
-func writeContainerBundle(dir string, spec *specs.Spec) error {
+func writeContainerBundle(dir string, spec *specs.Spec, rt runtime.Runtime) error {
+	if v := runtimeFeatures(rt).SpecVersion; v != "" {
+		spec.Version = v
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create bundle dir: %w", err)
 	}

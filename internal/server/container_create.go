@@ -213,7 +213,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, err
 	}
 	bundle := filepath.Join(rec.Dir, "bundle")
-	if err := writeContainerBundle(bundle, spec); err != nil {
+	if err := writeContainerBundle(bundle, spec, rt); err != nil {
 		return nil, err
 	}
 	u := spec.Process.User

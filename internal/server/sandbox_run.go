@@ -273,7 +273,7 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
 func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
-	bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
+	bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 
 // writeSandboxBundle builds the pause container's spec and writes its
 // bundle; it returns the bundle's directory.
-func (s *Server) writeSandboxBundle(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
+func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
 	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
 	if err != nil {
 		return "", err
@@ -301,7 +301,7 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, cfg *runtimeapi.PodSandb
 		return "", err
 	}
 	bundle := filepath.Join(rec.Dir, "bundle")
-	if err := writeBundle(bundle, spec); err != nil {
+	if err := writeBundle(bundle, spec, rt); err != nil {
 		return "", err
 	}
 	return bundle, nil

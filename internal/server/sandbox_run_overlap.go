@@ -51,7 +51,7 @@ func overlapNetworkAndCreate(rec sandbox.Record, handlerType string, cfg *runtim
 // (CNI DEL and runtime delete) before the call: a failure of either step
 // is returned once both have finished, and the caller's chain undoes both.
 func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, att network.Attachment, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string, timer *metrics.Timer) error {
-	bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
+	bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
 	if err != nil {
 		return err
 	}

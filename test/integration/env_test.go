@@ -250,6 +250,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err := copyFile(bin("podbay-failruntime"), e.runtimePath, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	e.setSuiteOCIRuntime(t)
 	e.subnet = pickSubnet(t)
 	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	if !opts.emptyCNIConfDir {

@@ -428,7 +428,7 @@ func (e *env) leakedRules(known, keep map[string]bool) []leak {
 // unified/) elsewhere.
 func (e *env) cgroupDirs() []string {
 	var dirs []string
-	if p := filepath.Join("/sys/fs/cgroup", e.cgroupRootDir()); fileExists("/sys/fs/cgroup/cgroup.controllers") {
+	if p := filepath.Join("/sys/fs/cgroup", e.cgroupRootDir()); pureCgroupV2() {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			dirs = append(dirs, p)
 		}
