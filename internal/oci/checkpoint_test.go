@@ -82,9 +82,16 @@ func TestFixRestoredCgroup(t *testing.T) {
 	if err == nil || !slices.Contains(strings.Fields(string(b)), strconv.Itoa(os.Getpid())) {
 		t.Fatalf("move: %v, procs %q", err, b)
 	}
-	// A systemd cgroup is the runtime's.
-	writeSpec("system.slice:podbay:x")
-	if err := fixRestoredCgroup(bundle, os.Getpid()); err != nil {
+	// A systemd cgroup (slice:prefix:name) is its scope's directory
+	// under the expanded slice.
+	scope := filepath.Join(root, "system.slice", "podbay-x.scope")
+	if err := os.MkdirAll(scope, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	writeSpec("system.slice:podbay:x")
+	err = fixRestoredCgroup(bundle, os.Getpid())
+	b, _ = os.ReadFile(filepath.Join(scope, "cgroup.procs"))
+	if err == nil || !slices.Contains(strings.Fields(string(b)), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("move into scope: %v, procs %q", err, b)
 	}
 }
