@@ -53,6 +53,9 @@ type Config struct {
 	// MetricsAddress is the host:port of the Prometheus endpoint; empty
 	// disables it.
 	MetricsAddress string `toml:"metrics_address"`
+	// DebugPprof serves Go's runtime profiles under /debug/pprof/ on the
+	// metrics endpoint; off by default.
+	DebugPprof bool `toml:"debug_pprof"`
 	// CgroupDriver is reported to the kubelet; only cgroupfs is supported.
 	CgroupDriver string `toml:"cgroup_driver"`
 	// DefaultCgroupParent is used when a pod names no cgroup parent.
