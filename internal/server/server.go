@@ -134,6 +134,7 @@ type Server struct {
 	cgroups     CgroupReader
 	host        specgen.Host
 	stats       statsCache
+	samples     statsSamples // stats_collect.go
 	specs       specCache // bundles' specs, for ListPodSandboxMetrics
 	pauseBinary string
 	minOOMScore *int
@@ -216,6 +217,7 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor})
+	s.startStatsCollector()
 	return s, nil
 }
 
