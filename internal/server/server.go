@@ -134,7 +134,7 @@ type Server struct {
 	cgroups     CgroupReader
 	host        specgen.Host
 	stats       statsCache
-	samples     statsSamples // stats_collect.go
+	samples     statsSamples
 	specs       specCache // bundles' specs, for ListPodSandboxMetrics
 	pauseBinary string
 	minOOMScore *int
