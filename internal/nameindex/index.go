@@ -24,6 +24,12 @@ type Index[T any] struct {
 
 	mu     sync.RWMutex
 	byID   map[string]T      // guarded by mu
+	names  map[string]string // name → id of a published record; guarded by mu
+	nameOf map[string]string // id → its name; guarded by mu
+	// res holds names reserved by a request at work and the records
+	// parked for a retry; guarded by mu.
+	res table
+
 	// sorted is byID's values ordered by ID, made by List and dropped by
 	// every change, so that polling a thousand records does not sort
 	// them on every call; guarded by mu.
@@ -32,11 +38,6 @@ type Index[T any] struct {
 	// sandbox) in groups, so that a group is found without a scan.
 	group  func(T) string
 	groups map[string]map[string]T // group → id → record; guarded by mu
-	names  map[string]string // name → id of a published record; guarded by mu
-	nameOf map[string]string // id → its name; guarded by mu
-	// res holds names reserved by a request at work and the records
-	// parked for a retry; guarded by mu.
-	res table
 }
 
 // New returns an empty index of records that id identifies; kind
