@@ -294,6 +294,9 @@ func (d *daemon) serve(ctx context.Context) error {
 	if d.cfg.MetricsAddress != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.Registry, promhttp.HandlerOpts{}))
+		if d.cfg.DebugPprof {
+			handlePprof(mux)
+		}
 		metricsSrv = &http.Server{Addr: d.cfg.MetricsAddress, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := metricsSrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {

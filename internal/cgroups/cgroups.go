@@ -206,7 +206,7 @@ func cleanPath(path string) (string, error) {
 // from a cgroup that exists wraps fs.ErrNotExist, which optional files
 // tolerate.
 func readFile(dir, name string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(dir, name))
+	b, err := readControl(filepath.Join(dir, name))
 	if err == nil {
 		return b, nil
 	}

@@ -53,6 +53,15 @@ type Config struct {
 	// MetricsAddress is the host:port of the Prometheus endpoint; empty
 	// disables it.
 	MetricsAddress string `toml:"metrics_address"`
+	// DebugPprof serves Go's runtime profiles under /debug/pprof/ on the
+	// metrics endpoint; off by default.
+	DebugPprof bool `toml:"debug_pprof"`
+	// StatsCollectPeriod is how often every container's and pod's
+	// statistics are sampled in the background for ListContainerStats and
+	// ListPodSandboxStats, which then answer from the last sample (as
+	// cAdvisor's housekeeping and containerd's stats_collect_period do);
+	// 0 reads every cgroup on each call.
+	StatsCollectPeriod Duration `toml:"stats_collect_period"`
 	// CgroupDriver is "systemd", "cgroupfs" or "auto" (systemd when PID 1
 	// is systemd); Validate resolves auto. It is reported to the kubelet.
 	CgroupDriver string `toml:"cgroup_driver"`
@@ -265,6 +274,7 @@ func Default() *Config {
 		SandboxTimeout:      Duration(4 * 60e9),
 		StreamAddress:       "127.0.0.1",
 		StreamIdleTimeout:   Duration(4 * 3600e9),
+		StatsCollectPeriod:  Duration(10 * time.Second),
 		CDISpecDirs:         []string{"/etc/cdi", "/var/run/cdi"},
 		HooksDir:            []string{"/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"},
 		Network: Network{
@@ -348,6 +358,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(p.val) {
 			errs = append(errs, fmt.Errorf("%s must be an absolute path, got %q", p.name, p.val))
 		}
+	}
+	if c.StatsCollectPeriod < 0 {
+		errs = append(errs, fmt.Errorf("stats_collect_period must not be negative, got %v", c.StatsCollectPeriod))
 	}
 	for _, d := range c.CDISpecDirs {
 		if !filepath.IsAbs(d) {

@@ -160,7 +160,9 @@ type Index struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{nameindex.New("container", func(c *Container) string { return c.ID })}
+	return &Index{nameindex.Grouped("container",
+		func(c *Container) string { return c.ID },
+		func(c *Container) string { return c.SandboxID })}
 }
 
 // ErrNameReserved is wrapped when a name is taken by a published container.
@@ -168,11 +170,5 @@ var ErrNameReserved = nameindex.ErrNameReserved
 
 // InSandbox returns the published containers of a sandbox, ordered by ID.
 func (x *Index) InSandbox(sandboxID string) []*Container {
-	var out []*Container
-	for _, c := range x.List() {
-		if c.SandboxID == sandboxID {
-			out = append(out, c)
-		}
-	}
-	return out
+	return x.InGroup(sandboxID)
 }

@@ -7,6 +7,7 @@ package nameindex
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/podbay/podbay/internal/errdefs"
@@ -28,6 +29,15 @@ type Index[T any] struct {
 	// res holds names reserved by a request at work and the records
 	// parked for a retry; guarded by mu.
 	res table
+
+	// sorted is byID's values ordered by ID, made by List and dropped by
+	// every change, so that polling a thousand records does not sort
+	// them on every call; guarded by mu.
+	sorted []T
+	// group, when set, files each record under a key (a container's
+	// sandbox) in groups, so that a group is found without a scan.
+	group  func(T) string
+	groups map[string]map[string]T // group → id → record; guarded by mu
 }
 
 // New returns an empty index of records that id identifies; kind
@@ -37,6 +47,14 @@ func New[T any](kind string, id func(T) string) *Index[T] {
 		kind: kind, id: id,
 		byID: map[string]T{}, names: map[string]string{}, nameOf: map[string]string{},
 	}
+}
+
+// Grouped returns an empty index like New's whose records are also
+// found by the key group gives each (InGroup).
+func Grouped[T any](kind string, id, group func(T) string) *Index[T] {
+	x := New(kind, id)
+	x.group, x.groups = group, map[string]map[string]T{}
+	return x
 }
 
 // Reserve claims name for a new request. If another request holds it,
@@ -112,6 +130,14 @@ func (x *Index[T]) Delete(v T) {
 		return
 	}
 	delete(x.byID, id)
+	x.sorted = nil
+	if x.group != nil {
+		g := x.group(v)
+		delete(x.groups[g], id)
+		if len(x.groups[g]) == 0 {
+			delete(x.groups, g)
+		}
+	}
 	x.res.Forget(id)
 	name := x.nameOf[id]
 	delete(x.nameOf, id)
@@ -129,11 +155,30 @@ func (x *Index[T]) Get(idOrPrefix string) (T, error) {
 	return lookup(x.byID, idOrPrefix, x.kind)
 }
 
-// List returns all published records ordered by ID.
+// List returns all published records ordered by ID. The slice is the
+// caller's.
 func (x *Index[T]) List() []T {
 	x.mu.RLock()
+	if x.sorted != nil || len(x.byID) == 0 {
+		out := slices.Clone(x.sorted)
+		x.mu.RUnlock()
+		return out
+	}
+	x.mu.RUnlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.sorted == nil {
+		x.sorted = sorted(x.byID)
+	}
+	return slices.Clone(x.sorted)
+}
+
+// InGroup returns the published records filed under key, ordered by ID;
+// none for an index made by New.
+func (x *Index[T]) InGroup(key string) []T {
+	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return sorted(x.byID)
+	return sorted(x.groups[key])
 }
 
 // Has reports whether id is published.
@@ -146,6 +191,14 @@ func (x *Index[T]) Has(id string) bool {
 
 func (x *Index[T]) publishLocked(name, id string, v T) {
 	x.byID[id] = v
+	x.sorted = nil
+	if x.group != nil {
+		g := x.group(v)
+		if x.groups[g] == nil {
+			x.groups[g] = map[string]T{}
+		}
+		x.groups[g][id] = v
+	}
 	x.names[name] = id
 	x.nameOf[id] = name
 }

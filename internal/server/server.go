@@ -139,6 +139,7 @@ type Server struct {
 	systemd     *systemd.Manager
 	host        specgen.Host
 	stats       statsCache
+	samples     statsSamples
 	specs       specCache // bundles' specs, for ListPodSandboxMetrics
 	pauseBinary string
 	minOOMScore *int
@@ -225,6 +226,7 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor, removals: &s.removals})
+	s.startStatsCollector()
 	return s, nil
 }
 

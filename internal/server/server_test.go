@@ -46,6 +46,7 @@ func newTestEnv(t *testing.T, fps string) *testEnv {
 	cfg.State = filepath.Join(dir, "state")
 	cfg.NetNSDir = filepath.Join(dir, "netns")
 	cfg.Runtimes = map[string]config.Runtime{"runc": {Path: "/bin/true"}}
+	cfg.StatsCollectPeriod = 0 // no background sampling racing the tests' fakes
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -130,6 +130,14 @@ func (s *Server) containerStats(ctx context.Context, c *container.Container) (*r
 }
 
 func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi.PodSandboxStats, error) {
+	return s.podStatsWith(ctx, sb, s.containerStats)
+}
+
+// podStatsWith is podStats with the pod's containers' statistics from
+// ctrStats.
+func (s *Server) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
+	ctrStats func(context.Context, *container.Container) (*runtimeapi.ContainerStats, error),
+) (*runtimeapi.PodSandboxStats, error) {
 	rec := sb.Record()
 	linux := &runtimeapi.LinuxPodSandboxStats{}
 	out := &runtimeapi.PodSandboxStats{
@@ -142,7 +150,7 @@ func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi
 		Linux: linux,
 	}
 	for _, c := range s.containers.InSandbox(rec.ID) {
-		cs, err := s.containerStats(ctx, c)
+		cs, err := ctrStats(ctx, c)
 		if err != nil {
 			return nil, err
 		}
