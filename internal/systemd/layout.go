@@ -67,10 +67,24 @@ func CheckSlice(name string) error {
 	return err
 }
 
+// SliceName is the slice a pod cgroup parent names: the parent itself, or
+// for a cgroupfs-style path its last element, as containerd (the path's
+// base) and CRI-O do — critest gives "/test.slice" under the systemd
+// driver, and /kubepods.slice/kubepods-burstable.slice is
+// kubepods-burstable.slice.
+func SliceName(parent string) string {
+	if strings.Contains(parent, "/") {
+		return path.Base(parent)
+	}
+	return parent
+}
+
 // ExpandSlice returns the cgroupfs path of a slice, as runc's ExpandSlice:
-// a-b-c.slice is /a.slice/a-b.slice/a-b-c.slice, -.slice is /.
+// a-b-c.slice is /a.slice/a-b.slice/a-b-c.slice, -.slice is /. A
+// cgroupfs-style path counts as its last element (SliceName).
 func ExpandSlice(slice string) (string, error) {
 	const suffix = ".slice"
+	slice = SliceName(slice)
 	if len(slice) <= len(suffix) || !strings.HasSuffix(slice, suffix) {
 		if slice == suffix {
 			return "", fmt.Errorf("invalid slice name %q", slice)
@@ -112,7 +126,7 @@ type Layout struct {
 // (cgroupfs) or <parent>:podbay:<id> (systemd).
 func (l Layout) SpecPath(parent, id string) string {
 	if l.Systemd {
-		return parent + ":" + ScopePrefix + ":" + id
+		return SliceName(parent) + ":" + ScopePrefix + ":" + id
 	}
 	return path.Join(parent, ScopePrefix+"-"+id)
 }

@@ -12,6 +12,11 @@ func TestExpandSlice(t *testing.T) {
 		"a-b-c.slice":    "/a.slice/a-b.slice/a-b-c.slice",
 		"system.slice":   "/system.slice",
 		"kubepods.slice": "/kubepods.slice",
+		// cgroupfs-style paths count as their last element, as containerd
+		// and CRI-O take them (critest sends /test.slice).
+		"/test.slice": "/test.slice",
+		"/kubepods.slice/kubepods-burstable.slice": "/kubepods.slice/kubepods-burstable.slice",
+		"a/b.slice": "/b.slice",
 		"kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice": "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice",
 	} {
 		got, err := ExpandSlice(in)
@@ -19,7 +24,7 @@ func TestExpandSlice(t *testing.T) {
 			t.Errorf("ExpandSlice(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", ".slice", "/podbay", "podbay", "a--b.slice", "-a.slice", "a-.slice", "a/b.slice", "podbay.scope"} {
+	for _, bad := range []string{"", ".slice", "/podbay", "podbay", "a--b.slice", "-a.slice", "a-.slice", "a/b", "/", "/a.slice/b", "podbay.scope"} {
 		if got, err := ExpandSlice(bad); err == nil {
 			t.Errorf("ExpandSlice(%q) = %q, want an error", bad, got)
 		}
@@ -34,6 +39,9 @@ func TestLayout(t *testing.T) {
 	sd := Layout{Systemd: true}
 	if got := sd.SpecPath(pod, "c1"); got != "kubepods-besteffort-podabc.slice:podbay:c1" {
 		t.Errorf("SpecPath = %q", got)
+	}
+	if got := sd.SpecPath("/test.slice", "c1"); got != "test.slice:podbay:c1" {
+		t.Errorf("SpecPath(/test.slice) = %q", got)
 	}
 	if got := sd.Dir(pod, "c1"); got != "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podabc.slice/podbay-c1.scope" {
 		t.Errorf("Dir = %q", got)
