@@ -3,6 +3,7 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -137,6 +139,7 @@ func (e *env) requireDiskFullRefused(t *testing.T, live testPod, image, notPulle
 	ctr, err := e.tryCreateContainer(rpcCtx(t), live, containerConfig("low-disk", image, ctrCommand("sleep", "600")))
 	if requireDiskFullError(t, "CreateContainer", err, mustFail) {
 		e.removeContainer(t, ctr)
+		e.waitContainerReleased(t, ctr)
 	}
 	unchanged("CreateContainer with a full disk")
 
@@ -296,4 +299,23 @@ func df(dir string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("%d blocks of %d free, %d inodes free", st.Bavail, st.Blocks, st.Ffree)
+}
+
+// waitContainerReleased waits until the background release that follows
+// RemoveContainer has removed id's directory (its root filesystem, the
+// storage layer included, goes before it), so that a storage snapshot
+// taken next does not race it.
+func (e *env) waitContainerReleased(t *testing.T, id string) {
+	t.Helper()
+	dir := filepath.Join(e.rootDir, "containers", id)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s: %s still there 30s after RemoveContainer", short(id), dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
