@@ -160,18 +160,18 @@ func (r *Reader) Procs(path string) ([]int, error) {
 	return pids, nil
 }
 
-// OOMKilled reports whether the kernel OOM killer has killed a process in
+// OOMKills returns how many processes the kernel OOM killer has killed in
 // the cgroup at path: memory.events oom_kill on v2 (counting descendant
 // cgroups too), memory.oom_control oom_kill on v1 (kernel 4.13 and later).
 // Where the kernel keeps no such counter, or the memory controller is not
-// enabled for the cgroup, it reports false. Callers use it for the
+// enabled for the cgroup, it returns 0. Callers use it for the
 // "OOMKilled" reason when conmon left no marker, so it must run before the
 // cgroup is removed: a missing cgroup is an error wrapping
 // errdefs.ErrNotFound.
-func (r *Reader) OOMKilled(path string) (bool, error) {
+func (r *Reader) OOMKills(path string) (uint64, error) {
 	rel, err := cleanPath(path)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	var n uint64
 	if r.mode == V2 {
@@ -179,14 +179,14 @@ func (r *Reader) OOMKilled(path string) (bool, error) {
 	} else {
 		root, ok := r.v1[ctrlMemory]
 		if !ok {
-			return false, nil
+			return 0, nil
 		}
 		n, err = oomKillsV1(filepath.Join(root, rel))
 	}
 	if err != nil {
-		return false, fmt.Errorf("read OOM kills of cgroup %s: %w", path, err)
+		return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", path, err)
 	}
-	return n > 0, nil
+	return n, nil
 }
 
 // cleanPath turns a cgroupfs path into a clean absolute path that cannot

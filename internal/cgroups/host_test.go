@@ -140,8 +140,8 @@ func testHostCgroup(t *testing.T, root string) {
 	if pids, err := r.Procs(name); err != nil || !slices.Contains(pids, pid) {
 		t.Errorf("Procs = %v, %v; want %d among them", pids, err, pid)
 	}
-	if killed, err := r.OOMKilled(name); err != nil || killed {
-		t.Errorf("OOMKilled = %v, %v; want false", killed, err)
+	if n, err := r.OOMKills(name); err != nil || n != 0 {
+		t.Errorf("OOMKills = %v, %v; want 0", n, err)
 	}
 
 	// Once the process is gone and the cgroup removed, reads say not found.

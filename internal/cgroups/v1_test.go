@@ -245,29 +245,29 @@ func TestStatsV1EdgeCases(t *testing.T) {
 	}
 }
 
-func TestProcsAndOOMKilledV1(t *testing.T) {
+func TestProcsAndOOMKillsV1(t *testing.T) {
 	root := v1Tree(t)
 	r := mustNew(t, root)
 	pids, err := r.Procs(containerPath)
 	if err != nil || !slices.Equal(pids, []int{4242, 4250}) {
 		t.Errorf("Procs = %v, %v", pids, err)
 	}
-	if killed, err := r.OOMKilled(containerPath); err != nil || killed {
-		t.Errorf("OOMKilled = %v, %v; want false", killed, err)
+	if n, err := r.OOMKills(containerPath); err != nil || n != 0 {
+		t.Errorf("OOMKills = %v, %v; want 0", n, err)
 	}
 	writeTree(t, root, map[string]string{
 		"memory" + containerPath + "/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
 	})
-	if killed, err := r.OOMKilled(containerPath); err != nil || !killed {
-		t.Errorf("OOMKilled = %v, %v; want true", killed, err)
+	if n, err := r.OOMKills(containerPath); err != nil || n != 1 {
+		t.Errorf("OOMKills = %v, %v; want 1", n, err)
 	}
 
 	for _, p := range []string{"/kubepods/pod123/podbay-gone", "/nope"} {
 		if _, err := r.Procs(p); !errdefs.IsNotFound(err) {
 			t.Errorf("Procs(%s) = %v, want ErrNotFound", p, err)
 		}
-		if _, err := r.OOMKilled(p); !errdefs.IsNotFound(err) {
-			t.Errorf("OOMKilled(%s) = %v, want ErrNotFound", p, err)
+		if _, err := r.OOMKills(p); !errdefs.IsNotFound(err) {
+			t.Errorf("OOMKills(%s) = %v, want ErrNotFound", p, err)
 		}
 		if _, err := r.Stats(p); !errdefs.IsNotFound(err) {
 			t.Errorf("Stats(%s) = %v, want ErrNotFound", p, err)
@@ -276,7 +276,7 @@ func TestProcsAndOOMKilledV1(t *testing.T) {
 	for _, call := range []func() error{
 		func() error { _, err := r.Stats(""); return err },
 		func() error { _, err := r.Procs(""); return err },
-		func() error { _, err := r.OOMKilled(""); return err },
+		func() error { _, err := r.OOMKills(""); return err },
 	} {
 		if err := call(); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("empty path: %v, want ErrInvalidArgument", err)

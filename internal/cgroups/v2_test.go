@@ -177,28 +177,28 @@ func TestStatsV2RootCgroup(t *testing.T) {
 	}
 }
 
-func TestProcsAndOOMKilledV2(t *testing.T) {
+func TestProcsAndOOMKillsV2(t *testing.T) {
 	root := v2Tree(t)
 	r := mustNew(t, root)
 	if pids, err := r.Procs(containerPath); err != nil || !slices.Equal(pids, []int{4242}) {
 		t.Errorf("Procs = %v, %v", pids, err)
 	}
-	if killed, err := r.OOMKilled(containerPath); err != nil || !killed {
-		t.Errorf("OOMKilled = %v, %v; want true", killed, err)
+	if n, err := r.OOMKills(containerPath); err != nil || n == 0 {
+		t.Errorf("OOMKills = %v, %v; want > 0", n, err)
 	}
 	writeTree(t, root, map[string]string{v2Container + "/memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"})
-	if killed, err := r.OOMKilled(containerPath); err != nil || killed {
-		t.Errorf("OOMKilled = %v, %v; want false", killed, err)
+	if n, err := r.OOMKills(containerPath); err != nil || n != 0 {
+		t.Errorf("OOMKills = %v, %v; want 0", n, err)
 	}
 	remove(t, root, v2Container+"/memory.events")
-	if killed, err := r.OOMKilled(containerPath); err != nil || killed {
-		t.Errorf("OOMKilled without a memory controller = %v, %v; want false", killed, err)
+	if n, err := r.OOMKills(containerPath); err != nil || n != 0 {
+		t.Errorf("OOMKills without a memory controller = %v, %v; want 0", n, err)
 	}
 	removeAll(t, root, v2Container)
 	if _, err := r.Procs(containerPath); !errdefs.IsNotFound(err) {
 		t.Errorf("Procs of a removed cgroup = %v, want ErrNotFound", err)
 	}
-	if _, err := r.OOMKilled(containerPath); !errdefs.IsNotFound(err) {
-		t.Errorf("OOMKilled of a removed cgroup = %v, want ErrNotFound", err)
+	if _, err := r.OOMKills(containerPath); !errdefs.IsNotFound(err) {
+		t.Errorf("OOMKills of a removed cgroup = %v, want ErrNotFound", err)
 	}
 }

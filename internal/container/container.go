@@ -6,6 +6,7 @@ package container
 import (
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/podbay/podbay/internal/nameindex"
@@ -100,6 +101,10 @@ type Record struct {
 	// image's ("" = SIGTERM).
 	StopSignal string `json:"stopSignal,omitempty"`
 	Pid        int    `json:"pid,omitempty"`
+	// ParentOOMKills, under the systemd cgroup driver, is the OOM kill
+	// count of the container's parent cgroup (its pod's) when it started;
+	// nil when it was not read.
+	ParentOOMKills *uint64 `json:"parentOOMKills,omitempty"`
 	// RestoreFrom, on a container created from a checkpoint archive, is
 	// the directory of its CRIU images: StartContainer restores it from
 	// there instead of starting it.
@@ -129,7 +134,17 @@ type Container struct {
 
 	mu  sync.Mutex
 	rec Record // guarded by mu
+
+	// stopping is set once StopContainer signals the container: its exit
+	// from then on is the stop's doing.
+	stopping atomic.Bool
 }
+
+// MarkStopping records that a stop is signalling the container.
+func (c *Container) MarkStopping() { c.stopping.Store(true) }
+
+// Stopping reports whether a stop has signalled the container.
+func (c *Container) Stopping() bool { return c.stopping.Load() }
 
 // New returns a container for rec.
 func New(rec Record) *Container {

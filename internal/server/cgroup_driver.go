@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"path"
 	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -91,6 +93,39 @@ func (s *Server) runtimeCgroupDriver() runtimeapi.CgroupDriver {
 		return runtimeapi.CgroupDriver_SYSTEMD
 	}
 	return runtimeapi.CgroupDriver_CGROUPFS
+}
+
+// parentOOMKills is, under the systemd driver, the OOM kill count of the
+// parent cgroup of rec's container (its pod's cgroup), read before the
+// container starts for parentOOMKilled; nil under cgroupfs or when it
+// cannot be read.
+func (s *Server) parentOOMKills(rec container.Record) *uint64 {
+	if !s.cfg.SystemdCgroup() || s.cgroups == nil || rec.CgroupPath == "" {
+		return nil
+	}
+	n, err := s.cgroups.OOMKills(path.Dir(rec.CgroupPath))
+	if err != nil {
+		return nil
+	}
+	return &n
+}
+
+// parentOOMKilled tells an OOM kill under the systemd driver that the
+// container's own cgroup can no longer show: systemd removes a scope's
+// cgroup as soon as its last process exits, often before conmon (or
+// podbay) reads memory.events there (runc#5071, cri-o#7035; containerd
+// skips critest's OOM spec under systemd for it). The parent cgroup, the
+// pod's slice, counts its descendants' kills and outlives the scope: a
+// container that died by SIGKILL without a stop from podbay, after that
+// count grew past what it was when the container started, was OOM-killed.
+// It is wrong only when another process under the same parent was
+// OOM-killed meanwhile and this one was SIGKILLed by someone else.
+func (s *Server) parentOOMKilled(c *container.Container, rec container.Record, code int32) bool {
+	if rec.ParentOOMKills == nil || s.cgroups == nil || code != 128+int32(syscall.SIGKILL) || c.Stopping() {
+		return false
+	}
+	n, err := s.cgroups.OOMKills(path.Dir(rec.CgroupPath))
+	return err == nil && n > *rec.ParentOOMKills
 }
 
 // scopeOOMKilled asks systemd, under the systemd driver, whether container

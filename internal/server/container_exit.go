@@ -54,7 +54,8 @@ func (s *Server) persistExit(ctx context.Context, c *container.Container, st run
 	}
 	reason = container.ReasonCompleted
 	switch {
-	case st.OOMKilled || s.oomKilled(rec.CgroupPath) || s.scopeOOMKilled(ctx, rec.ID, st.Code):
+	case st.OOMKilled || s.oomKilled(rec.CgroupPath) || s.parentOOMKilled(c, rec, st.Code) ||
+		s.scopeOOMKilled(ctx, rec.ID, st.Code):
 		reason = container.ReasonOOMKilled
 	case st.Code != 0:
 		reason = container.ReasonError
@@ -84,6 +85,6 @@ func (s *Server) oomKilled(cgroupPath string) bool {
 	if s.cgroups == nil {
 		return false
 	}
-	killed, err := s.cgroups.OOMKilled(cgroupPath)
-	return err == nil && killed
+	n, err := s.cgroups.OOMKills(cgroupPath)
+	return err == nil && n > 0
 }

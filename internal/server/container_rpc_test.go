@@ -17,6 +17,7 @@ import (
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/store"
+	"github.com/podbay/podbay/internal/systemd"
 )
 
 // The container RPCs on the fakes, as any user.
@@ -319,7 +320,7 @@ func TestContainerExitRecorded(t *testing.T) {
 		e.startFakeContainer(t, id)
 	}
 	e.cg.mu.Lock()
-	e.cg.oom[e.cfg.DefaultCgroupParent+"/podbay-"+oom] = true
+	e.cg.oom[e.cfg.DefaultCgroupParent+"/podbay-"+oom] = 1
 	e.cg.mu.Unlock()
 	for id, reason := range map[string]string{plain: "Error", oom: "OOMKilled"} {
 		e.rt.exit(id)
@@ -327,6 +328,51 @@ func TestContainerExitRecorded(t *testing.T) {
 		if st.ExitCode != 137 || st.Reason != reason {
 			t.Errorf("exit of %s: code %d reason %q, want 137 %q", id, st.ExitCode, st.Reason, reason)
 		}
+	}
+}
+
+// Under the systemd driver a scope's cgroup is gone by the time its exit is
+// recorded; a SIGKILL exit is an OOM kill when the pod's cgroup counted one
+// since the container started, unless podbay's own stop killed it.
+func TestContainerExitOOMFromParentCgroup(t *testing.T) {
+	e := newTestEnv(t, "")
+	e.srv.cfg.CgroupDriver = systemd.DriverSystemd
+	e.srv.cfg.DefaultCgroupParent = "podbay.slice"
+	cfg := podConfig("web")
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods-podweb.slice"}
+	pod := e.mustRun(t, cfg)
+	if _, err := e.img.ImportFromFiles(context.Background(), "busybox", nil, image.ImageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	parent := "/kubepods.slice/kubepods-podweb.slice"
+	setKills := func(n uint64) {
+		e.cg.mu.Lock()
+		e.cg.oom[parent] = n
+		e.cg.mu.Unlock()
+	}
+	setKills(2) // kills before these containers ran
+	ids := map[string]string{}
+	for _, name := range []string{"before", "oom", "stopped"} {
+		ids[name] = e.mustCreate(t, pod, containerConfig(name))
+	}
+	e.startFakeContainer(t, ids["before"])
+	e.rt.exit(ids["before"]) // SIGKILL, count unchanged
+	if st := e.waitContainerState(t, ids["before"], runtimeapi.ContainerState_CONTAINER_EXITED); st.Reason != "Error" {
+		t.Errorf("SIGKILL with no new kill in the pod: reason %q, want Error", st.Reason)
+	}
+	for _, name := range []string{"oom", "stopped"} {
+		e.startFakeContainer(t, ids[name])
+	}
+	setKills(3)
+	e.rt.exit(ids["oom"])
+	if st := e.waitContainerState(t, ids["oom"], runtimeapi.ContainerState_CONTAINER_EXITED); st.Reason != "OOMKilled" {
+		t.Errorf("SIGKILL after the pod counted a kill: reason %q, want OOMKilled", st.Reason)
+	}
+	if _, err := call(e.srv, "StopContainer", e.srv.StopContainer, &runtimeapi.StopContainerRequest{ContainerId: ids["stopped"]}); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.waitContainerState(t, ids["stopped"], runtimeapi.ContainerState_CONTAINER_EXITED); st.Reason == "OOMKilled" {
+		t.Errorf("container stopped by podbay: reason %q", st.Reason)
 	}
 }
 

@@ -42,6 +42,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err := s.nriStartContainer(ctx, c); err != nil {
 		return nil, err
 	}
+	parentOOMKills := s.parentOOMKills(rec)
 	if err := s.startOrRestore(ctx, rt, c); err != nil {
 		// The runtime leaves a container that failed to start stopped;
 		// report it as exited with the error, as containerd does.
@@ -65,6 +66,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	c.EventMu.Lock()
 	rec = c.Update(func(r *container.Record) {
 		r.StartedAt = started
+		r.ParentOOMKills = parentOOMKills
 		if r.State == container.StateCreated {
 			r.State = container.StateRunning
 		}

@@ -61,6 +61,7 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 		log.G(ctx).Warn("stop signal not understood; using SIGTERM", "signal", rec.StopSignal, "err", err)
 		sig = syscall.SIGTERM
 	}
+	c.MarkStopping()
 	if err := rt.Stop(ctx, c.ID, timeout, sig); err != nil {
 		return fmt.Errorf("stop container: %w", err)
 	}

@@ -150,7 +150,7 @@ func (f *fakeNetNS) called(call string) bool {
 type fakeCgroups struct {
 	mu    sync.Mutex
 	stats map[string]*cgroups.Stats // by path
-	oom   map[string]bool
+	oom   map[string]uint64
 	// limits are the pod cgroups' limits SetLimits wrote, by path;
 	// limitErr fails SetLimits.
 	limits   map[string]cgroups.Limits
@@ -158,7 +158,7 @@ type fakeCgroups struct {
 }
 
 func newFakeCgroups() *fakeCgroups {
-	return &fakeCgroups{stats: map[string]*cgroups.Stats{}, oom: map[string]bool{}}
+	return &fakeCgroups{stats: map[string]*cgroups.Stats{}, oom: map[string]uint64{}}
 }
 
 // set makes path report cpu nanoseconds of CPU time and mem bytes of
@@ -185,7 +185,7 @@ func (f *fakeCgroups) Stats(path string) (*cgroups.Stats, error) {
 	return &cp, nil
 }
 
-func (f *fakeCgroups) OOMKilled(path string) (bool, error) {
+func (f *fakeCgroups) OOMKills(path string) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.oom[path], nil

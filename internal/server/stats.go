@@ -18,7 +18,7 @@ import (
 // CgroupReader reads cgroup statistics; internal/cgroups implements it.
 type CgroupReader interface {
 	Stats(path string) (*cgroups.Stats, error)
-	OOMKilled(path string) (bool, error)
+	OOMKills(path string) (uint64, error)
 }
 
 // statsCache keeps each cgroup's (or runtime task's) previous sample, for
