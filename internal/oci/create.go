@@ -28,7 +28,14 @@ const (
 )
 
 // bundleLeftovers are the files conmon leaves in the bundle directory.
-var bundleLeftovers = []string{conmonPidFile, containerPidFile, persistExitFile, runtime.OOMMarker, "attach", "ctl", "winsz"}
+var bundleLeftovers = []string{conmonPidFile, containerPidFile, persistExitFile, runtime.OOMMarker, createLogFile, "attach", "ctl", "winsz"}
+
+// createLogFile, in the bundle, is the runtime's own log of the create
+// conmon runs (--log, JSON lines). Without it the runtime logs to its
+// stderr, which is the container's: a warning it prints then (runc under
+// the systemd driver: "skipping device /dev/char/10:200 for systemd")
+// would land in the container's log.
+const createLogFile = "runtime-create.log"
 
 // monitorExitGrace is how long conmon gets to exit by itself once it has
 // nothing left to do, before it is killed.
@@ -98,6 +105,11 @@ func (r *Runtime) create(ctx context.Context, opts runtime.CreateOptions, restor
 	case res := <-ch:
 		reported = true
 		if res.err != nil {
+			// runc prints its error to stderr (conmon's message) and to
+			// the log; crun only to the log.
+			if msg := runtimeLogErrors(filepath.Join(opts.BundleDir, createLogFile)); msg != "" && !strings.Contains(res.err.Error(), msg) {
+				return 0, fmt.Errorf("create container %s: %w: %s", opts.ID, res.err, msg)
+			}
 			return 0, fmt.Errorf("create container %s: %w", opts.ID, res.err)
 		}
 		log.G(ctx).Debug("container created", "id", opts.ID, "pid", res.pid, "conmon_pid", monitor)
@@ -264,6 +276,8 @@ func conmonArgs(cfg Config, opts runtime.CreateOptions) []string {
 		"--name", opts.ID,
 		"--runtime", cfg.RuntimePath,
 		"--runtime-arg", "--root=" + cfg.RuntimeRoot,
+		"--runtime-arg", "--log=" + filepath.Join(opts.BundleDir, createLogFile),
+		"--runtime-arg", "--log-format=json",
 		"--bundle", opts.BundleDir,
 		"--container-pidfile", filepath.Join(opts.BundleDir, containerPidFile),
 		"--conmon-pidfile", filepath.Join(opts.BundleDir, conmonPidFile),

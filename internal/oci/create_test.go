@@ -22,6 +22,8 @@ func TestConmonArgs(t *testing.T) {
 		"--cid", "c1", "--cuuid", "c1", "--name", "c1",
 		"--runtime", "/usr/sbin/runc",
 		"--runtime-arg", "--root=/run/podbay/runc",
+		"--runtime-arg", "--log=/b/c1/runtime-create.log",
+		"--runtime-arg", "--log-format=json",
 		"--bundle", "/b/c1",
 		"--container-pidfile", "/b/c1/pidfile",
 		"--conmon-pidfile", "/b/c1/conmon.pid",

@@ -181,6 +181,13 @@ func TestIntegrationLifecycle(t *testing.T) {
 			t.Errorf("container log %q lacks %q", logData, want)
 		}
 	}
+	// Only the container's output: the runtime logs to its own file.
+	if n := strings.Count(string(logData), "\n"); n != 2 {
+		t.Errorf("container log has %d lines, want 2:\n%s", n, logData)
+	}
+	if _, err := os.Stat(filepath.Join(bundle, createLogFile)); err != nil {
+		t.Errorf("runtime's create log: %v", err)
+	}
 
 	testbundle.CheckDelete(ctx, t, r, id)
 	for _, name := range bundleLeftovers {
@@ -289,6 +296,13 @@ func TestIntegrationCreateFailure(t *testing.T) {
 			name:    "runtime fails",
 			wrapper: `echo 'time="2026-01-01T00:00:00Z" level=error msg="injected create failure"' >&2; exit 1`,
 			wantErr: "injected create failure",
+		},
+		{
+			// As crun does: the error only in the --log file.
+			name: "runtime fails in its log only",
+			wrapper: `for l in "$@"; do case $l in --log=*) ` +
+				`echo '{"level":"error","msg":"injected log-only failure","time":"2026-01-01T00:00:00Z"}' >"${l#--log=}";; esac; done; exit 1`,
+			wantErr: "injected log-only failure",
 		},
 		{
 			name:    "runtime fails silently",
