@@ -32,6 +32,11 @@ packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 ip
 if [ "$node" -eq 1 ]; then
 	packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 util-linux procps busybox-static ca-certificates)
 fi
+# apparmor_parser, where the kernel has AppArmor (Debian's and Ubuntu's do):
+# localhost profiles are loaded with it.
+if [ "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" = Y ]; then
+	packages+=(apparmor)
+fi
 if [ "$with_test" -eq 1 ]; then
 	packages+=(containerd gcc libc6-dev pkg-config libseccomp-dev)
 fi

@@ -30,7 +30,12 @@
 #   NODE_DRIVERS           cgroup drivers to run the suite with ("cgroupfs systemd")
 #   NODE_RUNTIMES          OCI runtimes to run the suite with ("runc crun")
 #   NODE_TESTS             the suite's -test.run regexp (the focused list below)
-#   NODE_GVISOR            1 (default): run ^TestGVisor once; 0: not
+#   NODE_GVISOR            1 (default): build gVisor's runsc and shim (static,
+#                          from the module proxy), push them and run ^TestGVisor
+#                          once with them; 0: not
+#   GVISOR_VERSION         the gvisor.dev/gvisor version built (the proven one)
+#   GVISOR_BIN             a directory with runsc and containerd-shim-runsc-v1
+#                          already built (static): pushed instead of building
 #   NODE_CRITEST           1 (default): run critest in the guest; 0: not
 #   CRITEST_ARGS           extra critest flags, split on spaces
 #   NODE_TEST_TIMEOUT      -test.timeout of each suite run (90m)
@@ -48,6 +53,8 @@ NODE_RUNTIMES=${NODE_RUNTIMES:-runc crun}
 # and metrics, cgroup v2 resources/stats/OOM/resize, restart recovery.
 NODE_TESTS=${NODE_TESTS:-'^(TestSandboxLifecycle|TestContainerLifecycle|TestContainerExitReasons|TestContainerExecTimeout|TestContainerLogReopen|TestStreaming|TestContainerStats|TestPodSandboxMetrics|TestCgroupV2.*|TestRestartRecovery)$'}
 NODE_GVISOR=${NODE_GVISOR:-1}
+GVISOR_VERSION=${GVISOR_VERSION:-v0.0.0-20260905035102-160fafc42237}
+GVISOR_BIN=${GVISOR_BIN:-}
 NODE_CRITEST=${NODE_CRITEST:-1}
 NODE_TEST_TIMEOUT=${NODE_TEST_TIMEOUT:-90m}
 NODE_DAEMON_DRIVER=${NODE_DAEMON_DRIVER:-}
@@ -180,7 +187,7 @@ guest() {
 	done
 	if [ "$NODE_GVISOR" = 1 ]; then
 		suite_start=$SECONDS
-		suite "gvisor" PODBAY_TEST_OCI_RUNTIME=runc -- -test.run '^TestGVisor'
+		suite "gvisor" PODBAY_TEST_OCI_RUNTIME=runc PODBAY_TEST_RUNSC="$dir/gvisor/runsc" -- -test.run '^TestGVisor'
 	fi
 
 	# 4. critest against the systemd-run podbayd.
@@ -245,8 +252,26 @@ build() {
 	cp -a "$repo/$BIN/debian-busybox" "$work/"
 	rm -rf "$work/deb"
 	cp hack/test-node.sh hack/node-lib.sh hack/install-deps.sh dist/podbay.toml dist/systemd/podbayd.service "$work/"
+	[ "$NODE_GVISOR" = 1 ] || return 0
+	# gVisor as the README builds it: static, or its sandbox never boots.
+	mkdir -p "$work/gvisor"
+	if [ -n "$GVISOR_BIN" ]; then
+		cp "$GVISOR_BIN/runsc" "$GVISOR_BIN/containerd-shim-runsc-v1" "$work/gvisor/"
+		return
+	fi
+	local mod
+	mod=$(mktemp -d /tmp/pbgvisor.XXXXXX)
+	(cd "$mod" && GOFLAGS='' go mod init gvisorbuild >/dev/null 2>&1 &&
+		GOFLAGS='' go get "gvisor.dev/gvisor@$GVISOR_VERSION" >/dev/null 2>&1 &&
+		GOFLAGS='' CGO_ENABLED=0 go build -o "$work/gvisor/runsc" gvisor.dev/gvisor/runsc &&
+		GOFLAGS='' CGO_ENABLED=0 go build -o "$work/gvisor/containerd-shim-runsc-v1" gvisor.dev/gvisor/shim)
+	local rc=$?
+	rm -rf "$mod"
+	return $rc
 }
-check "build podbayd, the suite (go test -c), crictl, critest" bash -c "$(declare -f build fetch_debian_busybox log); work=$work repo=$repo BIN=$BIN BUILDTAGS=$BUILDTAGS; build" ||
+gvisor_label=
+[ "$NODE_GVISOR" = 1 ] && gvisor_label=", gVisor"
+check "build podbayd, the suite (go test -c), crictl, critest$gvisor_label" bash -c "$(declare -f build fetch_debian_busybox log); work=$work repo=$repo BIN=$BIN BUILDTAGS=$BUILDTAGS NODE_GVISOR=$NODE_GVISOR GVISOR_VERSION=$GVISOR_VERSION GVISOR_BIN=$GVISOR_BIN; build" ||
 	{ summary; exit 1; }
 
 if ! grep -q '^image:.*built' <<<"$("$TESTVM" status)"; then
