@@ -261,8 +261,8 @@ build() {
 	fi
 	local mod
 	mod=$(mktemp -d /tmp/pbgvisor.XXXXXX)
-	(cd "$mod" && GOFLAGS='' go mod init gvisorbuild >/dev/null 2>&1 &&
-		GOFLAGS='' go get "gvisor.dev/gvisor@$GVISOR_VERSION" >/dev/null 2>&1 &&
+	(cd "$mod" && GOFLAGS='' go mod init gvisorbuild &&
+		GOFLAGS='' go get "gvisor.dev/gvisor/runsc@$GVISOR_VERSION" "gvisor.dev/gvisor/shim@$GVISOR_VERSION" &&
 		GOFLAGS='' CGO_ENABLED=0 go build -o "$work/gvisor/runsc" gvisor.dev/gvisor/runsc &&
 		GOFLAGS='' CGO_ENABLED=0 go build -o "$work/gvisor/containerd-shim-runsc-v1" gvisor.dev/gvisor/shim)
 	local rc=$?

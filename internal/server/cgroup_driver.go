@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/config"
@@ -93,6 +94,29 @@ func (s *Server) runtimeCgroupDriver() runtimeapi.CgroupDriver {
 		return runtimeapi.CgroupDriver_SYSTEMD
 	}
 	return runtimeapi.CgroupDriver_CGROUPFS
+}
+
+// keepIOWeight hands, under the systemd driver, an io.weight in a
+// container's unified resources to its scope as well (systemd.SetIOWeight):
+// the runtime writes it to the cgroup only, and systemd puts its own value
+// back the next time it applies the scope's properties, as the runtime's
+// update makes it do. A failure is logged: the weight the runtime wrote
+// holds until then.
+func (s *Server) keepIOWeight(ctx context.Context, id string, res *specs.LinuxResources) {
+	if !s.cfg.SystemdCgroup() || s.systemd == nil || res == nil {
+		return
+	}
+	v, ok := res.Unified["io.weight"]
+	if !ok {
+		return
+	}
+	w, err := systemd.ParseIOWeight(v)
+	if err == nil {
+		err = s.systemd.SetIOWeight(ctx, systemd.ScopeName(id), w)
+	}
+	if err != nil {
+		log.G(ctx).Warn("io.weight not given to systemd: it lasts until systemd applies the scope's properties again", "err", err)
+	}
 }
 
 // parentOOMKills is, under the systemd driver, the OOM kill count of the

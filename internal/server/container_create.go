@@ -251,6 +251,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, fmt.Errorf("create container: %w", s.runtimeFailure(err))
 	}
 	timer.Phase("runtime_create")
+	if spec.Linux != nil {
+		s.keepIOWeight(ctx, id, spec.Linux.Resources)
+	}
 	if err := s.hit(ctx, "container.create"); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,7 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	if err := rt.Update(ctx, c.ID, res); err != nil {
 		return nil, fmt.Errorf("update container resources: %w", err)
 	}
+	s.keepIOWeight(ctx, c.ID, res)
 	s.nriPostUpdateContainer(ctx, c, others)
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
