@@ -213,6 +213,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, err
 	}
 	bundle := filepath.Join(rec.Dir, "bundle")
+	if err := s.checkAppArmor(ctx, spec); err != nil {
+		return nil, err
+	}
 	if err := writeContainerBundle(bundle, spec, rt); err != nil {
 		return nil, err
 	}

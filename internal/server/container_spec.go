@@ -160,7 +160,9 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 	if c.Security.Seccomp, err = seccompProfile(sc.GetSeccomp()); err != nil {
 		return nil, err
 	}
-	c.Security.AppArmor = appArmorProfile(sc.GetApparmor())
+	if c.Security.AppArmor, err = appArmorProfile(sc); err != nil {
+		return nil, err
+	}
 	if sc.GetPrivileged() {
 		if c.Devices, err = s.privilegedDevices(c.Devices); err != nil {
 			return nil, err
@@ -271,17 +273,33 @@ func readSeccompProfile(path string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, maxSeccompProfile+1))
 }
 
-func appArmorProfile(p *runtimeapi.SecurityProfile) specgen.AppArmorProfile {
+// appArmorProfile is the container's AppArmor profile: the apparmor
+// field, else the deprecated apparmor_profile ("runtime/default",
+// "unconfined", "localhost/<name>"), else, as containerd and CRI-O do, the
+// runtime default (kubernetes#51746): a pod that names none is confined
+// where the host has AppArmor.
+func appArmorProfile(sc *runtimeapi.LinuxContainerSecurityContext) (specgen.AppArmorProfile, error) {
+	p := sc.GetApparmor()
 	if p == nil {
-		return specgen.AppArmorProfile{Type: specgen.ProfileUnconfined}
+		//lint:ignore SA1019 the deprecated field is what older kubelets send
+		switch name := sc.GetApparmorProfile(); {
+		case name == "" || name == "runtime/default":
+			return specgen.AppArmorProfile{Type: specgen.ProfileRuntimeDefault}, nil
+		case name == "unconfined":
+			return specgen.AppArmorProfile{Type: specgen.ProfileUnconfined}, nil
+		case strings.HasPrefix(name, "localhost/"):
+			return specgen.AppArmorProfile{Type: specgen.ProfileLocalhost, Localhost: strings.TrimPrefix(name, "localhost/")}, nil
+		default:
+			return specgen.AppArmorProfile{}, fmt.Errorf("apparmor_profile %q: want runtime/default, unconfined or localhost/<name>: %w", name, errdefs.ErrInvalidArgument)
+		}
 	}
 	switch p.GetProfileType() {
 	case runtimeapi.SecurityProfile_RuntimeDefault:
-		return specgen.AppArmorProfile{Type: specgen.ProfileRuntimeDefault}
+		return specgen.AppArmorProfile{Type: specgen.ProfileRuntimeDefault}, nil
 	case runtimeapi.SecurityProfile_Localhost:
-		return specgen.AppArmorProfile{Type: specgen.ProfileLocalhost, Localhost: strings.TrimPrefix(p.GetLocalhostRef(), "localhost/")}
+		return specgen.AppArmorProfile{Type: specgen.ProfileLocalhost, Localhost: strings.TrimPrefix(p.GetLocalhostRef(), "localhost/")}, nil
 	}
-	return specgen.AppArmorProfile{Type: specgen.ProfileUnconfined}
+	return specgen.AppArmorProfile{Type: specgen.ProfileUnconfined}, nil
 }
 
 func propagation(p runtimeapi.MountPropagation) specgen.Propagation {

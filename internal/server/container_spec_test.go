@@ -27,15 +27,42 @@ func TestSecurityProfiles(t *testing.T) {
 		if err != nil || got.Type != tc.want {
 			t.Errorf("seccomp %s: %v %v, want %v", tc.name, got.Type, err, tc.want)
 		}
-		if got := appArmorProfile(tc.in); got.Type != tc.want {
-			t.Errorf("apparmor %s: %v, want %v", tc.name, got.Type, tc.want)
-		}
 	}
 	if _, err := seccompProfile(&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "relative.json"}); err == nil {
 		t.Error("relative localhost seccomp profile accepted")
 	}
-	if got := appArmorProfile(&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "localhost/p1"}); got.Localhost != "p1" {
-		t.Errorf("apparmor localhost %q", got.Localhost)
+}
+
+// AppArmor: the field, else the deprecated string, else the runtime
+// default, as containerd does.
+func TestAppArmorProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sc        *runtimeapi.LinuxContainerSecurityContext
+		want      specgen.ProfileType
+		localhost string
+		bad       bool
+	}{
+		{name: "nothing is the runtime default", sc: nil, want: specgen.ProfileRuntimeDefault},
+		{name: "field: runtime default", sc: &runtimeapi.LinuxContainerSecurityContext{Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}, want: specgen.ProfileRuntimeDefault},
+		{name: "field: unconfined", sc: &runtimeapi.LinuxContainerSecurityContext{Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}}, want: specgen.ProfileUnconfined},
+		{name: "field: localhost", sc: &runtimeapi.LinuxContainerSecurityContext{Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "localhost/p1"}}, want: specgen.ProfileLocalhost, localhost: "p1"},
+		{name: "field wins over the string", sc: &runtimeapi.LinuxContainerSecurityContext{ApparmorProfile: "localhost/old", Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}}, want: specgen.ProfileUnconfined},
+		{name: "string: runtime/default", sc: &runtimeapi.LinuxContainerSecurityContext{ApparmorProfile: "runtime/default"}, want: specgen.ProfileRuntimeDefault},
+		{name: "string: unconfined", sc: &runtimeapi.LinuxContainerSecurityContext{ApparmorProfile: "unconfined"}, want: specgen.ProfileUnconfined},
+		{name: "string: localhost", sc: &runtimeapi.LinuxContainerSecurityContext{ApparmorProfile: "localhost/p2"}, want: specgen.ProfileLocalhost, localhost: "p2"},
+		{name: "string: other", sc: &runtimeapi.LinuxContainerSecurityContext{ApparmorProfile: "p3"}, bad: true},
+	} {
+		got, err := appArmorProfile(tc.sc)
+		if tc.bad {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("%s: %+v, %v; want InvalidArgument", tc.name, got, err)
+			}
+			continue
+		}
+		if err != nil || got.Type != tc.want || got.Localhost != tc.localhost {
+			t.Errorf("%s: %+v, %v; want type %v localhost %q", tc.name, got, err, tc.want, tc.localhost)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/podbay/podbay/internal/apparmor"
 	"github.com/podbay/podbay/internal/specgen"
 )
 
@@ -14,8 +15,9 @@ func DetectHost(cgroupV2 bool, minOOMScoreAdj *int) (specgen.Host, error) {
 		return specgen.Host{}, err
 	}
 	h := specgen.Host{CgroupV2: cgroupV2, Capabilities: caps, MinOOMScoreAdj: minOOMScoreAdj}
-	if b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled"); err == nil && strings.TrimSpace(string(b)) == "Y" {
+	if apparmor.HostSupports() {
 		h.AppArmor = true
+		h.AppArmorDefaultProfile = apparmor.DefaultProfile
 	}
 	if cgroupV2 {
 		// memory.swap.max exists in every non-root cgroup of kernels with

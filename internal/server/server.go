@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/apparmor"
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/failpoint"
@@ -138,6 +139,7 @@ type Server struct {
 	cgroups     CgroupReader
 	systemd     *systemd.Manager
 	host        specgen.Host
+	apparmor    *apparmor.Loader // nil: the host has no AppArmor
 	stats       statsCache
 	samples     statsSamples
 	specs       specCache // bundles' specs, for ListPodSandboxMetrics
@@ -201,6 +203,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
+	if opts.Host.AppArmorDefaultProfile != "" {
+		s.apparmor = &apparmor.Loader{Dir: filepath.Join(opts.Config.State, "apparmor")}
 	}
 	s.eventMetrics = opts.Metrics.NewContainerEvents()
 	s.events = newEventBroadcaster(s.eventMetrics)
