@@ -202,7 +202,7 @@ func TestCgroupV2Stats(t *testing.T) {
 	// A cgroup of the pod's own, as the kubelet gives every pod: the pod's
 	// pressure is that cgroup's (under the shared default parent there is
 	// none to report, pressure being no sum).
-	pod := e.runTestPod(t, "v2stats", withCgroupParent(e.cgroupRoot+"/v2stats"))
+	pod := e.runTestPod(t, "v2stats", withCgroupParent(e.cgroupChild("v2stats")))
 	// A busy loop, and 16 MiB held in a variable.
 	id, pid := e.runContainer(t, pod, containerConfig("busy", images.ref("busybox"),
 		ctrShell("x=$(head -c 16777216 /dev/zero | tr '\\0' a); while true; do :; done")))
@@ -339,7 +339,7 @@ func TestCgroupV2OOM(t *testing.T) {
 func TestCgroupV2PodResize(t *testing.T) {
 	requireCgroupV2(t)
 	e, images := newContainerEnv(t, "busybox")
-	pod := e.runTestPod(t, "v2resize", withCgroupParent(e.cgroupRoot+"/v2resize"), func(c *runtimeapi.PodSandboxConfig) {
+	pod := e.runTestPod(t, "v2resize", withCgroupParent(e.cgroupChild("v2resize")), func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 128 << 20}
 	})
 	app, _ := e.runContainer(t, pod, containerConfig("app", images.ref("busybox"), ctrCommand("sleep", "1000")))
