@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -96,6 +99,33 @@ func (s *Server) runtimeCgroupDriver() runtimeapi.CgroupDriver {
 	return runtimeapi.CgroupDriver_CGROUPFS
 }
 
+// crunLeaf is the cgroup crun makes below a container's scope under the
+// systemd driver on cgroup v2 (its run.oci.systemd.subgroup, "container"
+// unless an annotation says otherwise): the container's processes run in
+// it and crun sets the container's limits there, the scope holding only
+// that leaf.
+const crunLeaf = "container"
+
+// runtimeLeafCgroup is the cgroup below dir the runtime put the container
+// in, crun's leaf, or "" when the container runs in dir itself (runc).
+// CRI-O looks for crun's leaf the same way.
+func (s *Server) runtimeLeafCgroup(dir string) string {
+	if !s.cfg.SystemdCgroup() || !s.host.CgroupV2 || dir == "" {
+		return ""
+	}
+	leaf := path.Join(dir, crunLeaf)
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", leaf)); err != nil {
+		return ""
+	}
+	return leaf
+}
+
+// containerParentCgroup is the parent cgroup of a container's own (its
+// pod's): the parent of its scope, above crun's leaf.
+func containerParentCgroup(cgroupPath string) string {
+	return path.Dir(strings.TrimSuffix(cgroupPath, "/"+crunLeaf))
+}
+
 // keepIOWeight hands, under the systemd driver, an io.weight in a
 // container's unified resources to its scope as well (systemd.SetIOWeight):
 // the runtime writes it to the cgroup only, and systemd puts its own value
@@ -127,7 +157,7 @@ func (s *Server) parentOOMKills(rec container.Record) *uint64 {
 	if !s.cfg.SystemdCgroup() || s.cgroups == nil || rec.CgroupPath == "" {
 		return nil
 	}
-	n, err := s.cgroups.OOMKills(path.Dir(rec.CgroupPath))
+	n, err := s.cgroups.OOMKills(containerParentCgroup(rec.CgroupPath))
 	if err != nil {
 		return nil
 	}
@@ -148,7 +178,7 @@ func (s *Server) parentOOMKilled(c *container.Container, rec container.Record, c
 	if rec.ParentOOMKills == nil || s.cgroups == nil || code != 128+int32(syscall.SIGKILL) || c.Stopping() {
 		return false
 	}
-	n, err := s.cgroups.OOMKills(path.Dir(rec.CgroupPath))
+	n, err := s.cgroups.OOMKills(containerParentCgroup(rec.CgroupPath))
 	return err == nil && n > *rec.ParentOOMKills
 }
 

@@ -260,9 +260,13 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err := s.hit(ctx, "container.create"); err != nil {
 		return nil, err
 	}
+	leaf := s.runtimeLeafCgroup(rec.CgroupPath)
 	rec = c.Update(func(r *container.Record) {
 		r.Pid = pid
 		r.State = container.StateCreated
+		if leaf != "" {
+			r.CgroupPath = leaf // stats, processes and OOM kills are read there
+		}
 	})
 	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
 		return nil, fmt.Errorf("persist container %s: %w", id, err)

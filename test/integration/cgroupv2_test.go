@@ -38,9 +38,9 @@ func pureCgroupV2() bool {
 }
 
 // cgroupV2Dir is the cgroup v2 directory of pid's cgroup, as
-// /proc/<pid>/cgroup names it. crun (with the systemd driver) runs a
-// container's process in a "container" leaf below the container's scope,
-// whose limits are the scope's: that leaf's parent is returned.
+// /proc/<pid>/cgroup names it: where the runtime set the container's
+// limits. crun (with the systemd driver) runs a container's process in a
+// "container" leaf below the container's scope and sets the limits there.
 func cgroupV2Dir(t *testing.T, pid int) string {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
@@ -49,15 +49,18 @@ func cgroupV2Dir(t *testing.T, pid int) string {
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			dir := filepath.Join("/sys/fs/cgroup", rest)
-			if filepath.Base(dir) == "container" {
-				dir = filepath.Dir(dir)
-			}
-			return dir
+			return filepath.Join("/sys/fs/cgroup", rest)
 		}
 	}
 	t.Fatalf("pid %d is in no cgroup v2 cgroup:\n%s", pid, data)
 	return ""
+}
+
+// cgroupV2Parent is the cgroup above a container's own (its pod's), dir
+// being what cgroupV2Dir returned: the parent of its scope, above crun's
+// leaf.
+func cgroupV2Parent(dir string) string {
+	return filepath.Dir(strings.TrimSuffix(dir, "/container"))
 }
 
 // cgroupV2File reads one file of a cgroup v2 directory, trimmed.
@@ -344,7 +347,7 @@ func TestCgroupV2PodResize(t *testing.T) {
 	})
 	app, _ := e.runContainer(t, pod, containerConfig("app", images.ref("busybox"), ctrCommand("sleep", "1000")))
 	_, info := e.status(t, pod.id)
-	podDir := filepath.Dir(cgroupV2Dir(t, info.Pid))
+	podDir := cgroupV2Parent(cgroupV2Dir(t, info.Pid))
 	t.Logf("pod cgroup %s", podDir)
 
 	_, err := e.rt.UpdatePodSandboxResources(rpcCtx(t), &runtimeapi.UpdatePodSandboxResourcesRequest{
