@@ -363,25 +363,30 @@ func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <
 // started, like the sleep under `sh -c "sleep 10; echo"`, or a background
 // child that still holds the output after the process exited; the
 // session also holds the jobs an interactive shell on a terminal put in
-// process groups of their own.
+// process groups of their own. crun's intermediate process calls setsid
+// and forks the process, so there group and session are that
+// intermediate's number, which only the exec's processes hold once it
+// has exited. A group or session that is the daemon's or the runtime's
+// own is never killed.
 //
 // The kernel reuses a number only once no process, group or session uses
-// it. So while pid is the runtime's child (runc's exec stays the parent
-// and reaps it), pid, group pid and session pid are the exec's; once it is
-// reaped, they are still the exec's while they have members, and empty
-// otherwise. Only a different process at pid (ppid not the runtime) means
-// the number was freed and reused: then there is nothing of the exec's
-// left to kill.
+// it. So while pid is the runtime's child (the runtime's exec stays the
+// parent and reaps it), pid, group and session are the exec's; once it is
+// reaped, pid's group and session are still the exec's while they have
+// members, and empty otherwise. Only a different process at pid (ppid not
+// the runtime) means the number was freed and reused: then there is
+// nothing of the exec's left to kill.
 func killExecGroup(pid, runtimePid int) {
 	st, err := readProcStat(pid)
 	switch {
 	case err == nil && st.ppid == runtimePid:
-		if st.pgid == pid {
-			_ = unix.Kill(-pid, unix.SIGKILL)
-		}
 		_ = unix.Kill(pid, unix.SIGKILL)
-		if st.sid == pid {
-			killSession(pid)
+		ownGroup, ownSession := unix.Getpgrp(), getsid()
+		if st.pgid > 0 && st.pgid != ownGroup && st.pgid != runtimePid {
+			_ = unix.Kill(-st.pgid, unix.SIGKILL)
+		}
+		if st.sid > 0 && st.sid != ownSession && st.sid != runtimePid {
+			killSession(st.sid)
 		}
 	case err != nil:
 		// Reaped: what the runtime still waits for is in the group or
@@ -389,6 +394,12 @@ func killExecGroup(pid, runtimePid int) {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		killSession(pid)
 	}
+}
+
+// getsid is the daemon's session.
+func getsid() int {
+	sid, _ := unix.Getsid(0)
+	return sid
 }
 
 // killSession sends SIGKILL to every process in session sid. A process

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -76,6 +77,7 @@ func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles,
 		stdio.closeChild()
 		return 0, "", fmt.Errorf("start runtime exec: %w", err)
 	}
+	stdio.pidFile, stdio.runtimePid = files.pid, cmd.Process.Pid
 	stdio.started()
 
 	exited := make(chan error, 1)
@@ -125,6 +127,10 @@ type execStdio struct {
 	// copied.
 	outR, errR *os.File
 	stop       chan struct{}
+	// pidFile is where the runtime writes the exec'd process's pid, and
+	// runtimePid the runtime's: resizes go to that process's terminal too.
+	pidFile    string
+	runtimePid int
 }
 
 // pipeStdio gives the runtime a pipe per stream that opts asks for, and
@@ -223,8 +229,42 @@ func (s *execStdio) started() {
 		// foreground process.
 		go runtime.ApplyResizes(s.opts.Resize, s.stop, func(size runtime.Size) {
 			_ = setTerminalSize(s.terminal, size)
+			_ = s.resizeProcessTerminal(size)
 		})
 	}
+}
+
+// resizeProcessTerminal sets size on the exec'd process's own terminal,
+// the one in the container that the runtime copies to and from, through
+// /proc/<pid>/fd/0. runc passes a size change on its terminal to it
+// (SIGWINCH); crun before 1.9 (Debian 12 has 1.8.1) does not. The process
+// may not have started yet: its pid is waited for briefly. Nothing is done
+// unless pid is still the runtime's child (a pid reused by then is not).
+func (s *execStdio) resizeProcessTerminal(size runtime.Size) error {
+	var pid int
+	var err error
+	for range 50 {
+		if pid, err = readPidFile(s.pidFile); err == nil {
+			break
+		}
+		select {
+		case <-s.stop:
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if st, err := readProcStat(pid); err != nil || st.ppid != s.runtimePid {
+		return fmt.Errorf("process %d is not the runtime's child", pid)
+	}
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return setTerminalSize(f, size) // on a slave as on a master
 }
 
 func (s *execStdio) closeChild() {
