@@ -29,12 +29,12 @@ func envCgroupDriver(t *testing.T, opts envOptions) string {
 }
 
 // isSystemd reports whether a daemon with cgroup_driver = driver runs the
-// systemd driver here.
+// systemd driver here; without the key the daemon's default, auto, counts.
 func isSystemd(driver string) bool {
 	switch driver {
 	case systemd.DriverSystemd:
 		return true
-	case systemd.DriverAuto:
+	case systemd.DriverAuto, "":
 		return systemd.Booted()
 	}
 	return false
