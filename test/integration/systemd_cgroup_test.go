@@ -87,8 +87,14 @@ func TestSystemdCgroupDriver(t *testing.T) {
 	pod := e.runTestPod(t, "sd", withCgroupParent(parent))
 	_, info := e.status(t, pod.id)
 	sbScope := systemd.ScopeName(pod.id)
-	if got := unifiedCgroupOf(t, info.Pid); got != parentDir+"/"+sbScope {
-		t.Errorf("pause cgroup %s, want %s/%s", got, parentDir, sbScope)
+	// crun runs the container's processes, and sets its limits, in a
+	// "container" leaf below the scope.
+	leaf := ""
+	if suiteRuntimeType == "oci" && filepath.Base(suiteOCIRuntime) == "crun" {
+		leaf = "/container"
+	}
+	if got := unifiedCgroupOf(t, info.Pid); got != parentDir+"/"+sbScope+leaf {
+		t.Errorf("pause cgroup %s, want %s/%s%s", got, parentDir, sbScope, leaf)
 	}
 	if p := unitProps(t, sbScope, "ActiveState", "Slice"); p["ActiveState"] != "active" || p["Slice"] != parent {
 		t.Errorf("sandbox scope %s: %v, want active in %s", sbScope, p, parent)
@@ -139,9 +145,9 @@ func TestSystemdCgroupDriver(t *testing.T) {
 		})
 	id, pid := e.runContainer(t, pod, cfg)
 	scope := systemd.ScopeName(id)
-	dir := filepath.Join("/sys/fs/cgroup", parentDir, scope)
-	if got := unifiedCgroupOf(t, pid); got != parentDir+"/"+scope {
-		t.Errorf("container cgroup %s, want %s/%s", got, parentDir, scope)
+	dir := filepath.Join("/sys/fs/cgroup", parentDir, scope) + leaf
+	if got := unifiedCgroupOf(t, pid); got != parentDir+"/"+scope+leaf {
+		t.Errorf("container cgroup %s, want %s/%s%s", got, parentDir, scope, leaf)
 	}
 	if p := unitProps(t, scope, "ActiveState", "Slice"); p["ActiveState"] != "active" || p["Slice"] != parent {
 		t.Errorf("container scope %s: %v, want active in %s", scope, p, parent)
