@@ -3,7 +3,8 @@
 # that started its own podbayd in $tmp. Expects the caller to define log()
 # and set tmp, netns_dir, ipam_dir, net_name, bridge, runtime_root, root_dir,
 # storage_root and cgroup_parent; registry_pid, daemon_pid, pod_log_dir and
-# runtime_bin (default runc) are optional.
+# runtime_bin (default runc) are optional; build_binaries and
+# start_registry use repo and bin.
 # shellcheck shell=bash disable=SC2154
 
 die() {
@@ -91,6 +92,46 @@ free_port() {
 		fi
 	done
 	return 1
+}
+
+# build_binaries CMD... builds podbayd, podbay-pause, podbay-testimages and
+# the given ./cmd/CMDs into $bin.
+build_binaries() {
+	local c
+	log "building into $bin"
+	(
+		cd "$repo"
+		go build -o "$bin/podbayd" ./cmd/podbayd
+		CGO_ENABLED=0 go build -ldflags '-s -w' -o "$bin/podbay-pause" ./cmd/podbay-pause
+		for c in "$@"; do
+			go build -o "$bin/$c" "./cmd/$c"
+		done
+		go build -o "$bin/podbay-testimages" ./cmd/podbay-testimages
+	)
+}
+
+# start_registry REF [ARG...] starts podbay-testimages (with ARGs) and sets
+# registry_image to the reference 127.0.0.1:PORT/REF it prints once it
+# serves. Port 0: the kernel picks a free loopback port, and the references
+# it prints carry it. setsid, like the daemon: a Ctrl-C must not take it
+# away before the cleanup.
+start_registry() {
+	local ref=$1
+	shift
+	setsid "$bin/podbay-testimages" --listen 127.0.0.1:0 "$@" >"$tmp/testimages.out" 2>"$tmp/testimages.log" &
+	registry_pid=$!
+	registry_image=
+	for _ in $(seq 300); do
+		registry_image=$(grep -oE "^127\\.0\\.0\\.1:[0-9]+/$ref" "$tmp/testimages.out" || true)
+		if [ -n "$registry_image" ] || ! alive "$registry_pid"; then
+			break
+		fi
+		sleep 0.1
+	done
+	if [ -z "$registry_image" ]; then
+		cat "$tmp/testimages.log" >&2
+		die "podbay-testimages did not serve $ref within 30 s"
+	fi
 }
 
 # storage_containers prints the IDs in containers/storage's containers.json,
