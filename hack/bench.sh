@@ -62,26 +62,12 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=hack/daemon-lib.sh
 source "$(dirname "$0")/daemon-lib.sh"
 
-check_bench_host 198 24
-
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bench_dirs pbbench
-trap bench_finish EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p "$bin" "$root_dir" "$state_dir" "$conf_dir" "$ipam_dir" "$cache_dir" "$registries_dir" "$pod_log_dir" "$netns_dir"
+bench_init pbbench 198 24
 
 build_binaries podbay-bench
 
-start_registry test/busybox:latest
-image=$registry_image
-registry=${image%%/*}
-
-write_bench_registries
-write_daemon_config "$storage_run_root"
-write_runtime_config
-write_conflist
+bench_configure
 
 # bench_mode runs podbay-bench in mode $1 at concurrency $2 against a fresh
 # podbayd, and stops the daemon.

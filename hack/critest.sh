@@ -116,19 +116,8 @@ fi
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d /tmp/pbcritest.XXXXXX)
-bin=$tmp/bin
-root_dir=$tmp/root
-state_dir=$tmp/state
-conf_dir=$tmp/net.d
-ipam_dir=$tmp/ipam
-cache_dir=$tmp/cnicache
-config=$tmp/podbayd.toml
-registries_conf=$tmp/registries.conf
-registries_dir=$tmp/registries.conf.d
-policy=$tmp/policy.json
+tmp_paths
 crictl_conf=$tmp/crictl.yaml
-sock=$tmp/podbayd.sock
-netns_dir=$tmp/netns
 cgroup_parent=/pbcritest-${tmp##*.}
 runtime_root=$state_dir/runtimes/runc
 handler=runc
@@ -153,7 +142,6 @@ if [ "$userns" -eq 1 ]; then
 	runtime_root=$state_dir/runtimes/$handler
 	runtime_bin=$tmp/bin/runc-idmap
 fi
-storage_root=$root_dir/storage
 daemon_log=$tmp/podbayd.log
 critest_log=$tmp/critest.log
 report=$tmp/report.json

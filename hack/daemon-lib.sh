@@ -36,18 +36,8 @@ check_bench_host() {
 bench_dirs() {
 	run_name=$1
 	tmp=$(mktemp -d "/tmp/$run_name.XXXXXX")
-	bin=$tmp/bin
-	root_dir=$tmp/root
-	state_dir=$tmp/state
-	conf_dir=$tmp/net.d
-	ipam_dir=$tmp/ipam
-	cache_dir=$tmp/cnicache
-	config=$tmp/podbayd.toml
-	registries_conf=$tmp/registries.conf
-	registries_dir=$tmp/registries.conf.d
-	policy=$tmp/policy.json
+	tmp_paths
 	pod_log_dir=$tmp/podlogs
-	sock=$tmp/podbayd.sock
 	cgroup_parent=/$run_name-${tmp##*.}
 	runtime_root=$state_dir/runtimes/runc
 	runtime_bin=${RUNTIME:-runc}
@@ -58,13 +48,35 @@ bench_dirs() {
 		shim_runc_root=$state_dir/shim-runc
 		runtime_root=$shim_runc_root/podbay
 	fi
-	storage_root=$root_dir/storage
 	storage_run_root=$state_dir/storage
-	netns_dir=$tmp/netns
 
 	daemon_pid=
 	registry_pid=
 	failed=0
+}
+
+# bench_init NAME OCTET SMALL_BITS: check_bench_host OCTET SMALL_BITS,
+# bench_dirs NAME, bench_finish as the EXIT trap, and the run's dirs made.
+bench_init() {
+	check_bench_host "$2" "$3"
+	bench_dirs "$1"
+	trap bench_finish EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	mkdir -p "$bin" "$root_dir" "$state_dir" "$conf_dir" "$ipam_dir" "$cache_dir" "$registries_dir" "$pod_log_dir" "$netns_dir"
+}
+
+# bench_configure starts the registry (image: its busybox, registry: its
+# host:port) and writes registries.conf, policy.json, podbayd's config
+# with the runc handler's table, and the CNI network.
+bench_configure() {
+	start_registry test/busybox:latest
+	image=$registry_image
+	registry=${image%%/*}
+	write_bench_registries
+	write_daemon_config "$storage_run_root"
+	write_runtime_config
+	write_conflist
 }
 
 # bench_finish, the EXIT trap: stops the daemon and the registry, reports

@@ -134,6 +134,25 @@ start_registry() {
 	fi
 }
 
+# tmp_paths sets the paths of a run's podbayd in $tmp: bin, root_dir (with
+# storage_root), state_dir, conf_dir, ipam_dir, cache_dir, netns_dir,
+# config, registries_conf, registries_dir, policy and sock.
+tmp_paths() {
+	bin=$tmp/bin
+	root_dir=$tmp/root
+	state_dir=$tmp/state
+	conf_dir=$tmp/net.d
+	ipam_dir=$tmp/ipam
+	cache_dir=$tmp/cnicache
+	config=$tmp/podbayd.toml
+	registries_conf=$tmp/registries.conf
+	registries_dir=$tmp/registries.conf.d
+	policy=$tmp/policy.json
+	sock=$tmp/podbayd.sock
+	netns_dir=$tmp/netns
+	storage_root=$root_dir/storage
+}
+
 # storage_containers prints the IDs in containers/storage's containers.json,
 # one per sandbox or container root filesystem.
 storage_containers() {

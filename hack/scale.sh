@@ -26,28 +26,14 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=hack/daemon-lib.sh
 source "$(dirname "$0")/daemon-lib.sh"
 
-check_bench_host 197 16
-
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bench_dirs pbscale
-trap bench_finish EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p "$bin" "$root_dir" "$state_dir" "$conf_dir" "$ipam_dir" "$cache_dir" "$registries_dir" "$pod_log_dir" "$netns_dir"
+bench_init pbscale 197 16
 
 build_binaries podbay-scale
 (cd "$repo" && cp "${BASE_PODBAYD:-$bin/podbayd}" "$bin/podbayd.base")
 
-start_registry test/busybox:latest
-image=$registry_image
-registry=${image%%/*}
-
-write_bench_registries
-write_daemon_config "$storage_run_root"
+bench_configure
 sed -i "1i debug_pprof = true" "$config"
-write_runtime_config
-write_conflist
 
 port=$(free_port)
 start_daemon() { # binary, log name
