@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 )
 
 const containerPhaseMetric = "podbay_container_phase_duration_seconds"
@@ -22,42 +20,7 @@ var containerPhaseOrder = map[string][]string{
 // phase summary in the scrape: create, start, stop, remove, then any other
 // operation; phases in the order the daemon runs them, then by name.
 func (set metricSet) containerPhases() []phaseKey {
-	seen := map[phaseKey]bool{}
-	var keys []phaseKey
-	for _, s := range set {
-		k := phaseKey{s.labels["operation"], s.labels["phase"]}
-		if s.name == containerPhaseMetric+"_count" && !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	rank := func(k phaseKey) (int, int) {
-		op := slices.Index([]string{"create", "start", "stop", "remove"}, k.operation)
-		if op < 0 {
-			op = 4
-		}
-		order := containerPhaseOrder[k.operation]
-		ph := slices.Index(order, k.phase)
-		if ph < 0 {
-			ph = len(order)
-		}
-		return op, ph
-	}
-	slices.SortFunc(keys, func(a, b phaseKey) int {
-		ao, ap := rank(a)
-		bo, bp := rank(b)
-		switch {
-		case ao != bo:
-			return ao - bo
-		case a.operation != b.operation:
-			return strings.Compare(a.operation, b.operation)
-		case ap != bp:
-			return ap - bp
-		default:
-			return strings.Compare(a.phase, b.phase)
-		}
-	})
-	return keys
+	return set.phaseKeys(containerPhaseMetric, []string{"create", "start", "stop", "remove"}, containerPhaseOrder)
 }
 
 // printContainerPhases prints the daemon's container phases of the mode,
