@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 )
 
@@ -30,16 +29,5 @@ func (r report) printContainerPhases(w io.Writer) {
 	if len(keys) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\ndaemon container phases, ms (p50/p95: summary since the daemon started; count, mean: this mode)\n")
-	fmt.Fprintf(w, "%-17s %-15s %6s %9s %9s %9s\n", "operation", "phase", "count", "p50", "p95", "mean")
-	for _, k := range keys {
-		labels := []string{"operation", k.operation, "phase", k.phase}
-		p50, _ := r.after.get(containerPhaseMetric, append(labels, "quantile", "0.5")...)
-		p95, _ := r.after.get(containerPhaseMetric, append(labels, "quantile", "0.95")...)
-		mean, count := r.meanDelta(containerPhaseMetric, labels...)
-		if count == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "%-17s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
-	}
+	r.printPhaseTable(w, "daemon container phases", containerPhaseMetric, keys, 17, true)
 }

@@ -33,3 +33,38 @@ podbay_sandbox_phase_duration_seconds_count{operation="stop",phase="persist"} 1
 		t.Errorf("containerPhases = %v, want %s", got, want)
 	}
 }
+
+// TestPrintContainerPhases: the container table's wide operation column,
+// count and mean over the mode, and no row for a series the mode did not
+// add to.
+func TestPrintContainerPhases(t *testing.T) {
+	parse := func(in string) metricSet {
+		set, err := parseText(strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	before := parse(`podbay_container_phase_duration_seconds_count{operation="create",phase="rootfs"} 2
+podbay_container_phase_duration_seconds_sum{operation="create",phase="rootfs"} 0.1
+podbay_container_phase_duration_seconds_count{operation="remove_background",phase="dir"} 3
+podbay_container_phase_duration_seconds_sum{operation="remove_background",phase="dir"} 0.3
+`)
+	after := parse(`podbay_container_phase_duration_seconds_count{operation="create",phase="rootfs"} 6
+podbay_container_phase_duration_seconds_sum{operation="create",phase="rootfs"} 0.5
+podbay_container_phase_duration_seconds{operation="create",phase="rootfs",quantile="0.5"} 0.09
+podbay_container_phase_duration_seconds{operation="create",phase="rootfs",quantile="0.95"} 0.2
+podbay_container_phase_duration_seconds_count{operation="remove_background",phase="dir"} 3
+podbay_container_phase_duration_seconds_sum{operation="remove_background",phase="dir"} 0.3
+`)
+	var b strings.Builder
+	report{before: before, after: after, scraped: true}.printContainerPhases(&b)
+	want := `
+daemon container phases, ms (p50/p95: summary since the daemon started; count, mean: this mode)
+operation         phase            count       p50       p95      mean
+create            rootfs               4     90.00    200.00    100.00
+`
+	if b.String() != want {
+		t.Errorf("printContainerPhases:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
