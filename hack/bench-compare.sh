@@ -187,7 +187,7 @@ new_shim_sockets() {
 }
 
 finish() {
-	local rc=$? leaks line
+	local rc=$? leaks f
 	set +e
 	trap - EXIT INT TERM
 	[ "$rc" -eq 0 ] || failed=1
@@ -207,13 +207,7 @@ finish() {
 	)
 	if [ -n "$leaks" ]; then
 		failed=1
-		{
-			echo
-			echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-			echo "!!! LEAK: the run left these behind:"
-			while read -r line; do echo "!!!   $line"; done <<<"$leaks"
-			echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-		} >&2
+		print_leaks "$leaks"
 		side_remove_leaks pb "$pb_subnet"
 		side_remove_leaks ctr "$ctr_subnet"
 		for f in $(new_shim_sockets); do rm -f "/run/containerd/s/$f"; done
@@ -222,21 +216,12 @@ finish() {
 	rm -rf "/var/lib/cni/networks/$pb_net"
 	ip link del "$pb_bridge" 2>/dev/null
 	ip link del "$ctr_bridge" 2>/dev/null
-	find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name "${cgroup_base#/}" 2>/dev/null |
-		while read -r d; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
+	remove_cgroups "$cgroup_base"
 
-	if { [ "$failed" -ne 0 ] || [ -n "${KEEP_LOGS:-}" ]; } && compgen -G "$tmp/*.log" >/dev/null; then
-		local keep
-		keep=$(mktemp -d /tmp/pbcmp-logs.XXXXXX)
-		cp "$tmp"/*.log "$keep"/
-		log "daemon and registry logs kept in $keep"
+	if [ "$failed" -ne 0 ] || [ -n "${KEEP_LOGS:-}" ]; then
+		keep_logs pbcmp-logs "daemon and registry"
 	fi
-	if [ -n "$(our_mounts)" ]; then
-		log "mounts remain under $tmp; not removing it"
-		failed=1
-	else
-		rm -rf "$tmp"
-	fi
+	remove_tmp
 	if [ "$failed" -ne 0 ]; then
 		log "FAILED (wall time ${SECONDS} s)"
 		exit 1
@@ -248,50 +233,18 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 40000))
-		if [ -z "$(ss -Hltn "sport = :$p")" ]; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
 mkdir -p "$bin" "$pb"/{root,state,net.d,cni-cache,netns,registries.d} "$ctr"/{root,state,net.d,ipam,runc,opt} "$tmp"/podlogs/{pb,ctr}
 shim_sockets >"$top/shim-sockets-before"
 
-log "building into $bin"
-(
-	cd "$repo"
-	go build -o "$bin/podbayd" ./cmd/podbayd
-	CGO_ENABLED=0 go build -ldflags '-s -w' -o "$bin/podbay-pause" ./cmd/podbay-pause
-	go build -o "$bin/podbay-bench" ./cmd/podbay-bench
-	go build -o "$bin/podbay-testimages" ./cmd/podbay-testimages
-)
+build_binaries podbay-bench
 
 # The registry serves the default image set at its root (--prefix ""), so
 # that a mirror of registry.k8s.io finds registry.k8s.io/pause:3.10 and
 # registry.k8s.io/busybox:latest there; the pause image runs podbay-pause.
 registry_args=()
 [ "${REGISTRY_VERBOSE:-0}" = 0 ] || registry_args+=(-v)
-setsid "$bin/podbay-testimages" --listen 127.0.0.1:0 --prefix "" --pause-binary "$bin/podbay-pause" "${registry_args[@]}" \
-	>"$tmp/testimages.out" 2>"$tmp/testimages.log" &
-registry_pid=$!
-registry=
-for _ in $(seq 300); do
-	registry=$(grep -oE '^127\.0\.0\.1:[0-9]+/busybox:latest' "$tmp/testimages.out" | cut -d/ -f1 || true)
-	if [ -n "$registry" ] || ! alive "$registry_pid"; then
-		break
-	fi
-	sleep 0.1
-done
-if [ -z "$registry" ]; then
-	cat "$tmp/testimages.log" >&2
-	die "podbay-testimages did not serve busybox:latest within 30 s"
-fi
+start_registry busybox:latest --prefix "" --pause-binary "$bin/podbay-pause" "${registry_args[@]}"
+registry=${registry_image%%/*}
 
 mirrored=(registry.k8s.io docker.io gcr.io public.ecr.aws)
 
@@ -335,8 +288,7 @@ plugin_path = "$pb/nri-plugins"
 plugin_config_path = "$pb/nri-conf.d"
 EOF
 if [ "$HANDLER_TYPE" = vm ]; then
-	printf '\n[runtimes.runc]\ntype = "vm"\npath = "%s"\nruntime_path = "%s"\nruntime_root = "%s"\n' \
-		"$(command -v containerd-shim-runc-v2)" "$(command -v runc)" "$pb/state/shim-runc" >>"$pb/podbayd.toml"
+	vm_runtime_table runc "$pb/state/shim-runc" >>"$pb/podbayd.toml"
 fi
 
 # containerd: the conflist equivalent to podbay's default network.
@@ -416,17 +368,13 @@ metrics_port=$(free_port) || die "no free TCP port for podbayd's metrics"
 setsid "$bin/podbayd" --config "$pb/podbayd.toml" --listen "$pb/podbayd.sock" --root "$pb/root" --state "$pb/state" \
 	--registries-conf "$registries_conf" --metrics-address "127.0.0.1:$metrics_port" --log-level info >"$tmp/podbayd.log" 2>&1 &
 pb_pid=$!
-ready=0
-for _ in $(seq 300); do
-	alive "$pb_pid" && alive "$ctr_pid" || break
-	if [ -S "$pb/podbayd.sock" ] && [ -S "$ctr/containerd.sock" ] && [ -f "$pb/net.d/10-podbay.conflist" ] &&
-		(exec 3<>"/dev/tcp/127.0.0.1/$metrics_port") 2>/dev/null; then
-		ready=1
-		break
-	fi
-	sleep 0.1
-done
-if [ "$ready" -ne 1 ]; then
+# both_serving: both sockets, podbay's default network written, its
+# metrics endpoint up.
+both_serving() {
+	[ -S "$pb/podbayd.sock" ] && [ -S "$ctr/containerd.sock" ] && [ -f "$pb/net.d/10-podbay.conflist" ] &&
+		(exec 3<>"/dev/tcp/127.0.0.1/$metrics_port") 2>/dev/null
+}
+if ! wait_until 300 "$pb_pid $ctr_pid" both_serving; then
 	tail -n 20 "$tmp/podbayd.log" "$tmp/containerd.log" >&2
 	die "podbayd and containerd did not both start serving within 30 s"
 fi

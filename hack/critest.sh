@@ -116,19 +116,8 @@ fi
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d /tmp/pbcritest.XXXXXX)
-bin=$tmp/bin
-root_dir=$tmp/root
-state_dir=$tmp/state
-conf_dir=$tmp/net.d
-ipam_dir=$tmp/ipam
-cache_dir=$tmp/cnicache
-config=$tmp/podbayd.toml
-registries_conf=$tmp/registries.conf
-registries_dir=$tmp/registries.conf.d
-policy=$tmp/policy.json
+tmp_paths
 crictl_conf=$tmp/crictl.yaml
-sock=$tmp/podbayd.sock
-netns_dir=$tmp/netns
 cgroup_parent=/pbcritest-${tmp##*.}
 runtime_root=$state_dir/runtimes/runc
 handler=runc
@@ -153,7 +142,6 @@ if [ "$userns" -eq 1 ]; then
 	runtime_root=$state_dir/runtimes/$handler
 	runtime_bin=$tmp/bin/runc-idmap
 fi
-storage_root=$root_dir/storage
 daemon_log=$tmp/podbayd.log
 critest_log=$tmp/critest.log
 report=$tmp/report.json
@@ -167,39 +155,6 @@ ipc_before=
 
 
 crictl() { "$bin/crictl" --config "$crictl_conf" "$@"; }
-
-stop_pid() {
-	local pid=$1 name=$2 wait_tenths=$3 rc=0
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq "$wait_tenths"); do
-		alive "$pid" || break
-		sleep 0.1
-	done
-	if alive "$pid"; then
-		log "$name (pid $pid) still running $((wait_tenths / 10)) s after SIGTERM; killing it"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || rc=$?
-	return "$rc"
-}
-
-stop_daemon() {
-	[ -n "$daemon_pid" ] || return 0
-	local pid=$daemon_pid rc=0
-	daemon_pid=
-	stop_pid "$pid" podbayd 300 || rc=$?
-	if [ "$rc" -ne 0 ]; then
-		log "podbayd (pid $pid) exited with status $rc after SIGTERM"
-		return 1
-	fi
-}
-
-stop_registry() {
-	[ -n "$registry_pid" ] || return 0
-	local pid=$registry_pid
-	registry_pid=
-	stop_pid "$pid" podbay-testimages 50 || true
-}
 
 # remove_all removes every pod, container and image through the CRI, and
 # reports what is still listed.
@@ -241,7 +196,7 @@ remove_critest_segments() {
 }
 
 finish() {
-	local rc=$? leaks left line keep
+	local rc=$? leaks left
 	set +e
 	trap - EXIT INT TERM
 	[ "$rc" -eq 0 ] || failed=1
@@ -257,34 +212,15 @@ finish() {
 	)
 	if [ -n "$leaks" ]; then
 		failed=1
-		{
-			echo
-			echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-			echo "!!! LEAK: the run left these behind:"
-			while read -r line; do echo "!!!   $line"; done <<<"$leaks"
-			echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-		} >&2
+		print_leaks "$leaks"
 		remove_leaks
 	fi
 
 	ip link del "$bridge" 2>/dev/null
-	find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name "${cgroup_parent#/}" 2>/dev/null |
-		while read -r d; do
-			find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
-		done
+	remove_cgroups "$cgroup_parent"
 
-	if [ "$failed" -ne 0 ] && compgen -G "$tmp/*.log" >/dev/null; then
-		keep=$(mktemp -d /tmp/pbcritest-logs.XXXXXX)
-		cp "$tmp"/*.log "$keep"/
-		[ -f "$report" ] && cp "$report" "$keep"/
-		log "daemon, registry and critest logs kept in $keep"
-	fi
-	if [ -n "$(our_mounts)" ]; then
-		log "mounts remain under $tmp; not removing it"
-		failed=1
-	else
-		rm -rf "$tmp"
-	fi
+	[ "$failed" -eq 0 ] || keep_logs pbcritest-logs "daemon, registry and critest" "$report"
+	remove_tmp
 	if [ "$failed" -ne 0 ]; then
 		log "FAILED"
 	else
@@ -393,16 +329,9 @@ write_conflist
 setsid "$bin/podbayd" --config "$config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
 	--registries-conf "$registries_conf" --log-level info >"$daemon_log" 2>&1 &
 daemon_pid=$!
-ready=0
-for _ in $(seq 300); do
-	alive "$daemon_pid" || break
-	if [ -S "$sock" ] && crictl version >/dev/null 2>&1; then
-		ready=1
-		break
-	fi
-	sleep 0.1
-done
-if [ "$ready" -ne 1 ]; then
+# crictl_serving: the socket exists and the daemon answers Version.
+crictl_serving() { [ -S "$sock" ] && crictl version >/dev/null 2>&1; }
+if ! wait_until 300 "$daemon_pid" crictl_serving; then
 	tail -n 30 "$daemon_log" >&2
 	die "podbayd did not start serving on $sock within 30 s"
 fi

@@ -1,8 +1,10 @@
-# Shared by hack/bench.sh and hack/critest.sh: process helpers and the
-# leak checks of a run that started its own podbayd in $tmp. Expects the
-# caller to define log() and set tmp, netns_dir, ipam_dir, net_name, bridge,
-# runtime_root, root_dir, storage_root and cgroup_parent; registry_pid,
-# pod_log_dir and runtime_bin (default runc) are optional.
+# Shared by hack/bench.sh, hack/scale.sh, hack/bench-compare.sh and
+# hack/critest.sh: process helpers and the leak checks and cleanup of a run
+# that started its own podbayd in $tmp. Expects the caller to define log()
+# and set tmp, netns_dir, ipam_dir, net_name, bridge, runtime_root, root_dir,
+# storage_root and cgroup_parent; registry_pid, daemon_pid, pod_log_dir and
+# runtime_bin (default runc) are optional; build_binaries and
+# start_registry use repo and bin.
 # shellcheck shell=bash disable=SC2154
 
 die() {
@@ -14,6 +16,141 @@ die() {
 alive() {
 	local st
 	st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]
+}
+
+# stop_process PID NAME TENTHS stops a process this script started:
+# SIGTERM, then SIGKILL after TENTHS tenths of a second. It returns the
+# process's exit status.
+stop_process() {
+	local pid=$1 name=$2 wait_tenths=$3 rc=0
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq "$wait_tenths"); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		log "$name (pid $pid) still running $((wait_tenths / 10)) s after SIGTERM; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || rc=$?
+	return "$rc"
+}
+
+# stop_daemon stops the podbayd of $daemon_pid, if any (30 s), and fails
+# when it did not exit 0.
+stop_daemon() {
+	[ -n "${daemon_pid:-}" ] || return 0
+	local pid=$daemon_pid rc=0
+	daemon_pid=
+	stop_process "$pid" podbayd 300 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		log "podbayd (pid $pid) exited with status $rc after SIGTERM"
+		return 1
+	fi
+}
+
+# stop_registry stops the podbay-testimages of $registry_pid, if any (5 s).
+stop_registry() {
+	[ -n "${registry_pid:-}" ] || return 0
+	local pid=$registry_pid
+	registry_pid=
+	stop_process "$pid" podbay-testimages 50 || true
+}
+
+# wait_until TENTHS PIDS CMD... runs CMD every tenth of a second, for at
+# most TENTHS tenths, while every process of PIDS (space-separated) is
+# alive. It succeeds once CMD does.
+wait_until() {
+	local tenths=$1 pids=$2 p
+	shift 2
+	for _ in $(seq "$tenths"); do
+		for p in $pids; do
+			alive "$p" || return 1
+		done
+		if "$@"; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# serving SOCK PORT: the daemon's socket exists and something accepts on
+# 127.0.0.1:PORT (its metrics endpoint).
+serving() {
+	[ -S "$1" ] && (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null
+}
+
+# free_port prints a TCP port nothing listens on.
+free_port() {
+	local p
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 40000))
+		if [ -z "$(ss -Hltn "sport = :$p")" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# build_binaries CMD... builds podbayd, podbay-pause, podbay-testimages and
+# the given ./cmd/CMDs into $bin.
+build_binaries() {
+	local c
+	log "building into $bin"
+	(
+		cd "$repo"
+		go build -o "$bin/podbayd" ./cmd/podbayd
+		CGO_ENABLED=0 go build -ldflags '-s -w' -o "$bin/podbay-pause" ./cmd/podbay-pause
+		for c in "$@"; do
+			go build -o "$bin/$c" "./cmd/$c"
+		done
+		go build -o "$bin/podbay-testimages" ./cmd/podbay-testimages
+	)
+}
+
+# start_registry REF [ARG...] starts podbay-testimages (with ARGs) and sets
+# registry_image to the reference 127.0.0.1:PORT/REF it prints once it
+# serves. Port 0: the kernel picks a free loopback port, and the references
+# it prints carry it. setsid, like the daemon: a Ctrl-C must not take it
+# away before the cleanup.
+start_registry() {
+	local ref=$1
+	shift
+	setsid "$bin/podbay-testimages" --listen 127.0.0.1:0 "$@" >"$tmp/testimages.out" 2>"$tmp/testimages.log" &
+	registry_pid=$!
+	registry_image=
+	for _ in $(seq 300); do
+		registry_image=$(grep -oE "^127\\.0\\.0\\.1:[0-9]+/$ref" "$tmp/testimages.out" || true)
+		if [ -n "$registry_image" ] || ! alive "$registry_pid"; then
+			break
+		fi
+		sleep 0.1
+	done
+	if [ -z "$registry_image" ]; then
+		cat "$tmp/testimages.log" >&2
+		die "podbay-testimages did not serve $ref within 30 s"
+	fi
+}
+
+# tmp_paths sets the paths of a run's podbayd in $tmp: bin, root_dir (with
+# storage_root), state_dir, conf_dir, ipam_dir, cache_dir, netns_dir,
+# config, registries_conf, registries_dir, policy and sock.
+tmp_paths() {
+	bin=$tmp/bin
+	root_dir=$tmp/root
+	state_dir=$tmp/state
+	conf_dir=$tmp/net.d
+	ipam_dir=$tmp/ipam
+	cache_dir=$tmp/cnicache
+	config=$tmp/podbayd.toml
+	registries_conf=$tmp/registries.conf
+	registries_dir=$tmp/registries.conf.d
+	policy=$tmp/policy.json
+	sock=$tmp/podbayd.sock
+	netns_dir=$tmp/netns
+	storage_root=$root_dir/storage
 }
 
 # storage_containers prints the IDs in containers/storage's containers.json,
@@ -185,6 +322,59 @@ find_leaks() {
 	# Overlay root filesystems, the storage driver's own bind mount of its
 	# home, shm and netns mounts: all are gone once the daemon has stopped.
 	our_mounts | awk '{print $1 " mount " $2}'
+}
+
+# print_leaks prints the leaks ($1, a line each) in a banner to stderr.
+print_leaks() {
+	local line
+	{
+		echo
+		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+		echo "!!! LEAK: the run left these behind:"
+		while read -r line; do echo "!!!   $line"; done <<<"$1"
+		echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+	} >&2
+}
+
+# remove_cgroups PARENT removes the cgroup PARENT (/name) and the empty
+# cgroups below it, in every hierarchy.
+remove_cgroups() {
+	find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name "${1#/}" 2>/dev/null |
+		while read -r d; do
+			find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+		done
+}
+
+# keep_logs NAME WHAT [FILE...] copies the run's logs ($tmp/*.log) and the
+# FILEs that exist into a new /tmp/NAME.XXXXXX and says so; nothing when
+# there are no logs.
+keep_logs() {
+	local keep f
+	compgen -G "$tmp/*.log" >/dev/null || return 0
+	keep=$(mktemp -d "/tmp/$1.XXXXXX")
+	cp "$tmp"/*.log "$keep"/
+	for f in "${@:3}"; do
+		[ ! -f "$f" ] || cp "$f" "$keep"/
+	done
+	log "$2 logs kept in $keep"
+}
+
+# remove_tmp removes $tmp unless mounts remain under it (then failed=1).
+remove_tmp() {
+	if [ -n "$(our_mounts)" ]; then
+		log "mounts remain under $tmp; not removing it"
+		failed=1
+	else
+		rm -rf "$tmp"
+	fi
+}
+
+# vm_runtime_table RUNTIME SHIM_ROOT prints the [runtimes.runc] table of a
+# "vm" handler: containerd-shim-runc-v2 driving RUNTIME with its state in
+# SHIM_ROOT.
+vm_runtime_table() {
+	printf '\n[runtimes.runc]\ntype = "vm"\npath = "%s"\nruntime_path = "%s"\nruntime_root = "%s"\n' \
+		"$(command -v containerd-shim-runc-v2)" "$(command -v "$1")" "$2"
 }
 
 # remove_leaks undoes what find_leaks can find, best effort, so that a failed

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"slices"
-	"strings"
 )
 
 const containerPhaseMetric = "podbay_container_phase_duration_seconds"
@@ -22,42 +19,7 @@ var containerPhaseOrder = map[string][]string{
 // phase summary in the scrape: create, start, stop, remove, then any other
 // operation; phases in the order the daemon runs them, then by name.
 func (set metricSet) containerPhases() []phaseKey {
-	seen := map[phaseKey]bool{}
-	var keys []phaseKey
-	for _, s := range set {
-		k := phaseKey{s.labels["operation"], s.labels["phase"]}
-		if s.name == containerPhaseMetric+"_count" && !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	rank := func(k phaseKey) (int, int) {
-		op := slices.Index([]string{"create", "start", "stop", "remove"}, k.operation)
-		if op < 0 {
-			op = 4
-		}
-		order := containerPhaseOrder[k.operation]
-		ph := slices.Index(order, k.phase)
-		if ph < 0 {
-			ph = len(order)
-		}
-		return op, ph
-	}
-	slices.SortFunc(keys, func(a, b phaseKey) int {
-		ao, ap := rank(a)
-		bo, bp := rank(b)
-		switch {
-		case ao != bo:
-			return ao - bo
-		case a.operation != b.operation:
-			return strings.Compare(a.operation, b.operation)
-		case ap != bp:
-			return ap - bp
-		default:
-			return strings.Compare(a.phase, b.phase)
-		}
-	})
-	return keys
+	return set.phaseKeys(containerPhaseMetric, []string{"create", "start", "stop", "remove"}, containerPhaseOrder)
 }
 
 // printContainerPhases prints the daemon's container phases of the mode,
@@ -67,16 +29,5 @@ func (r report) printContainerPhases(w io.Writer) {
 	if len(keys) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\ndaemon container phases, ms (p50/p95: summary since the daemon started; count, mean: this mode)\n")
-	fmt.Fprintf(w, "%-17s %-15s %6s %9s %9s %9s\n", "operation", "phase", "count", "p50", "p95", "mean")
-	for _, k := range keys {
-		labels := []string{"operation", k.operation, "phase", k.phase}
-		p50, _ := r.after.get(containerPhaseMetric, append(labels, "quantile", "0.5")...)
-		p95, _ := r.after.get(containerPhaseMetric, append(labels, "quantile", "0.95")...)
-		mean, count := r.meanDelta(containerPhaseMetric, labels...)
-		if count == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "%-17s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
-	}
+	r.printPhaseTable(w, "daemon container phases", containerPhaseMetric, keys, 17, true)
 }

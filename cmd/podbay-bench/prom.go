@@ -177,6 +177,14 @@ var phaseOrder = map[string][]string{
 // scrape: run, stop, remove, then any other operation; phases in the order
 // the daemon runs them, then any unknown phase by name.
 func (set metricSet) phases(name string) []phaseKey {
+	return set.phaseKeys(name, []string{"run", "stop", "remove"}, phaseOrder)
+}
+
+// phaseKeys lists the (operation, phase) series of the summary name in the
+// scrape: the operations of ops in that order, then any other by name;
+// within one, the phases in order[operation]'s order, then any other by
+// name.
+func (set metricSet) phaseKeys(name string, ops []string, order map[string][]string) []phaseKey {
 	seen := map[phaseKey]bool{}
 	var keys []phaseKey
 	for _, s := range set {
@@ -190,13 +198,13 @@ func (set metricSet) phases(name string) []phaseKey {
 		}
 	}
 	rank := func(k phaseKey) (int, int) {
-		op := slices.Index([]string{"run", "stop", "remove"}, k.operation)
+		op := slices.Index(ops, k.operation)
 		if op < 0 {
-			op = 3
+			op = len(ops)
 		}
-		ph := slices.Index(phaseOrder[k.operation], k.phase)
+		ph := slices.Index(order[k.operation], k.phase)
 		if ph < 0 {
-			ph = len(phaseOrder[k.operation])
+			ph = len(order[k.operation])
 		}
 		return op, ph
 	}

@@ -75,16 +75,27 @@ func (r report) print(w io.Writer) {
 		fmt.Fprintf(w, "\ndaemon phases: the daemon exports no %s\n", phaseMetric)
 		return
 	}
-	fmt.Fprintf(w, "\ndaemon phases, ms (p50/p95: summary since the daemon started; count, mean: this mode)\n")
-	fmt.Fprintf(w, "%-10s %-15s %6s %9s %9s %9s\n", "operation", "phase", "count", "p50", "p95", "mean")
+	r.printPhaseTable(w, "daemon phases", phaseMetric, keys, 10, false)
+	r.printContainerPhases(w)
+}
+
+// printPhaseTable prints a table of the phase summary metric's series keys
+// under title: count and mean over this mode, p50/p95 since the daemon
+// started; opWidth is the operation column's width. skipIdle leaves out
+// the series this mode did not add to.
+func (r report) printPhaseTable(w io.Writer, title, metric string, keys []phaseKey, opWidth int, skipIdle bool) {
+	fmt.Fprintf(w, "\n%s, ms (p50/p95: summary since the daemon started; count, mean: this mode)\n", title)
+	fmt.Fprintf(w, "%-*s %-15s %6s %9s %9s %9s\n", opWidth, "operation", "phase", "count", "p50", "p95", "mean")
 	for _, k := range keys {
 		labels := []string{"operation", k.operation, "phase", k.phase}
-		p50, _ := r.after.get(phaseMetric, append(labels, "quantile", "0.5")...)
-		p95, _ := r.after.get(phaseMetric, append(labels, "quantile", "0.95")...)
-		mean, count := r.meanDelta(phaseMetric, labels...)
-		fmt.Fprintf(w, "%-10s %-15s %6.0f %9s %9s %9s\n", k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
+		p50, _ := r.after.get(metric, append(labels, "quantile", "0.5")...)
+		p95, _ := r.after.get(metric, append(labels, "quantile", "0.95")...)
+		mean, count := r.meanDelta(metric, labels...)
+		if skipIdle && count == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%-*s %-15s %6.0f %9s %9s %9s\n", opWidth, k.operation, k.phase, count, msFloat(p50), msFloat(p95), msFloat(mean))
 	}
-	r.printContainerPhases(w)
 }
 
 // summed reports whether row is not one RPC's, and so has no daemon
