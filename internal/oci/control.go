@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"strconv"
 	"syscall"
 	"time"
@@ -45,10 +46,24 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	return st, nil
 }
 
+// listAttempts bounds List's tries when containers vanish under it.
+const listAttempts = 3
+
 // List returns the state of every container the runtime knows under
 // RuntimeRoot, for reconciling records with the host after a restart.
 func (r *Runtime) List(ctx context.Context) ([]runtime.State, error) {
-	out, err := r.runtimeCmd(ctx, "list", "--format", "json")
+	// runc's list reads the root directory, then each container's state
+	// in it: a container deleted in between fails the whole list ("stat
+	// <root>/<id>: no such file or directory"), so such a failure is
+	// tried again.
+	var out []byte
+	var err error
+	for attempt := 1; ; attempt++ {
+		out, err = r.runtimeCmd(ctx, "list", "--format", "json")
+		if err == nil || attempt == listAttempts || !strings.Contains(err.Error(), "no such file or directory") {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,5 +242,36 @@ func TestExitedOOM(t *testing.T) {
 	writeExitFile(t, r.cfg.ExitDir, "c2", "137")
 	if st, ok, err := r.Exited("c2"); err != nil || !ok || st.OOMKilled {
 		t.Errorf("Exited without a link = %+v, %v, %v; want not OOMKilled", st, ok, err)
+	}
+}
+
+// runc's list fails when a container is deleted while it reads the root;
+// List tries again, and gives up on other errors at once.
+func TestListRetriesVanishedContainer(t *testing.T) {
+	r := newFakeRuntime(t, nil)
+	count := filepath.Join(t.TempDir(), "count")
+	script := `#!/bin/sh
+n=$(cat ` + count + ` 2>/dev/null || echo 0); n=$((n+1)); echo $n > ` + count + `
+case "$FAIL" in
+vanish) [ $n -lt 3 ] && { echo 'stat /run/runc/abc: no such file or directory' >&2; exit 1; } ;;
+other) echo 'permission denied' >&2; exit 1 ;;
+esac
+echo '[{"id":"c1","pid":5,"status":"running","bundle":"/b","created":"2026-01-01T00:00:00Z"}]'
+`
+	if err := os.WriteFile(r.cfg.RuntimePath, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAIL", "vanish")
+	list, err := r.List(context.Background())
+	if err != nil || len(list) != 1 || list[0].ID != "c1" {
+		t.Fatalf("List = %+v, %v; want c1 after two vanished-container failures", list, err)
+	}
+	os.Remove(count)
+	t.Setenv("FAIL", "other")
+	if _, err := r.List(context.Background()); err == nil {
+		t.Fatal("List succeeded on a permission error")
+	}
+	if b, _ := os.ReadFile(count); strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("runtime list run %s times on a permission error, want 1", strings.TrimSpace(string(b)))
 	}
 }
