@@ -52,7 +52,7 @@ NODE_RUNTIMES=${NODE_RUNTIMES:-runc crun}
 # Pod and container lifecycle, exec/attach/logs, exit reasons (OOM), stats
 # and metrics, cgroup v2 resources/stats/OOM/resize, restart recovery,
 # the AppArmor default profile.
-NODE_TESTS=${NODE_TESTS:-'^(TestSandboxLifecycle|TestContainerLifecycle|TestContainerExitReasons|TestContainerExecTimeout|TestContainerLogReopen|TestStreaming|TestContainerStats|TestPodSandboxMetrics|TestCgroupV2.*|TestRestartRecovery|TestAppArmorDefault)$'}
+NODE_TESTS=${NODE_TESTS:-'^(TestSandboxLifecycle|TestContainerLifecycle|TestContainerExitReasons|TestContainerExecTimeout|TestContainerLogReopen|TestStreaming|TestContainerStats|TestPodSandboxMetrics|TestCgroupV2.*|TestRestartRecovery|TestAppArmorDefault|TestSystemdCgroupDriver)$'}
 NODE_GVISOR=${NODE_GVISOR:-1}
 GVISOR_VERSION=${GVISOR_VERSION:-v0.0.0-20260905035102-160fafc42237}
 GVISOR_BIN=${GVISOR_BIN:-}
