@@ -329,10 +329,13 @@ func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <
 	// that there is nothing in the container to kill.
 	deadline := time.Now().Add(execKillGrace)
 	killed := false
+	var seen execGroup
 	for time.Now().Before(deadline) {
-		if !killed {
-			if pid, err := readPidFile(pidFile); err == nil {
-				killExecGroup(pid, runtime.Pid)
+		// Again on every tick until the runtime exits: a process may be
+		// forked, or reparented, while the first kill runs.
+		if pid, err := readPidFile(pidFile); err == nil {
+			killExecGroup(pid, runtime.Pid, &seen)
+			if !killed {
 				killed = true
 				deadline = time.Now().Add(execKillGrace)
 			}
@@ -376,24 +379,46 @@ func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <
 // members, and empty otherwise. Only a different process at pid (ppid not
 // the runtime) means the number was freed and reused: then there is
 // nothing of the exec's left to kill.
-func killExecGroup(pid, runtimePid int) {
+func killExecGroup(pid, runtimePid int, seen *execGroup) {
 	st, err := readProcStat(pid)
 	switch {
-	case err == nil && st.ppid == runtimePid:
+	case err == nil && childOfRuntime(st, runtimePid):
 		_ = unix.Kill(pid, unix.SIGKILL)
 		ownGroup, ownSession := unix.Getpgrp(), getsid()
 		if st.pgid > 0 && st.pgid != ownGroup && st.pgid != runtimePid {
-			_ = unix.Kill(-st.pgid, unix.SIGKILL)
+			seen.pgid = st.pgid
 		}
 		if st.sid > 0 && st.sid != ownSession && st.sid != runtimePid {
-			killSession(st.sid)
+			seen.sid = st.sid
 		}
 	case err != nil:
 		// Reaped: what the runtime still waits for is in the group or
-		// the session.
+		// the session, pid's (runc's) or those seen before.
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		killSession(pid)
 	}
+	if seen.pgid > 0 {
+		_ = unix.Kill(-seen.pgid, unix.SIGKILL)
+	}
+	if seen.sid > 0 {
+		killSession(seen.sid)
+	}
+}
+
+// execGroup is the process group and session of an exec's process, as
+// killExecGroup saw them while the process was the runtime's.
+type execGroup struct{ pgid, sid int }
+
+// childOfRuntime reports whether the process st describes is the
+// runtime's child, or the child of the runtime's child: crun's
+// intermediate process forks the exec'd one and exits, after which the
+// runtime (a subreaper) is its parent.
+func childOfRuntime(st statFields, runtimePid int) bool {
+	if st.ppid == runtimePid {
+		return true
+	}
+	parent, err := readProcStat(st.ppid)
+	return err == nil && parent.ppid == runtimePid
 }
 
 // getsid is the daemon's session.

@@ -256,7 +256,7 @@ func (s *execStdio) resizeProcessTerminal(size runtime.Size) error {
 	if err != nil {
 		return err
 	}
-	if st, err := readProcStat(pid); err != nil || st.ppid != s.runtimePid {
+	if st, err := readProcStat(pid); err != nil || !childOfRuntime(st, s.runtimePid) {
 		return fmt.Errorf("process %d is not the runtime's child", pid)
 	}
 	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDWR|unix.O_NOCTTY, 0)
