@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -219,6 +220,8 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	watch := watchExec(files.pid, cmd.Process.Pid)
+	defer watch.stop()
 	var timer <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -231,12 +234,12 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	case waitErr = <-exited:
 	case <-timer:
 		log.G(ctx).Debug("exec timed out, killing it", "id", id, "timeout", timeout)
-		if err := killExec(ctx, cmd.Process, files.pid, exited); err != nil {
+		if err := killExec(ctx, cmd.Process, files.pid, exited, watch); err != nil {
 			return runtime.ExecResult{}, "", err
 		}
 		return runtime.ExecResult{ExitCode: -1, TimedOut: true}, "", nil
 	case <-ctx.Done():
-		if err := killExec(ctx, cmd.Process, files.pid, exited); err != nil {
+		if err := killExec(ctx, cmd.Process, files.pid, exited, watch); err != nil {
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}
 		return runtime.ExecResult{}, "", ctx.Err()
@@ -320,7 +323,7 @@ func exitCode(waitErr error) (int32, error) {
 // not do: the process lives in the container, not under it. The runtime
 // is killed only if it did not start the process, or does not exit, in
 // time. It returns once the runtime has been reaped.
-func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <-chan error) error {
+func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <-chan error, watch *execWatch) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undo.Timeout)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -329,7 +332,15 @@ func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <
 	// that there is nothing in the container to kill.
 	deadline := time.Now().Add(execKillGrace)
 	killed := false
-	var seen execGroup
+	seen := watch.group()
+	if seen.pgid > 0 {
+		// Seen while the exec ran: its processes are there even if the
+		// process itself has exited since.
+		_ = unix.Kill(-seen.pgid, unix.SIGKILL)
+	}
+	if seen.sid > 0 {
+		killSession(seen.sid)
+	}
 	for time.Now().Before(deadline) {
 		// Again on every tick until the runtime exits: a process may be
 		// forked, or reparented, while the first kill runs.
@@ -384,18 +395,19 @@ func killExecGroup(pid, runtimePid int, seen *execGroup) {
 	switch {
 	case err == nil && childOfRuntime(st, runtimePid):
 		_ = unix.Kill(pid, unix.SIGKILL)
-		ownGroup, ownSession := unix.Getpgrp(), getsid()
-		if st.pgid > 0 && st.pgid != ownGroup && st.pgid != runtimePid {
-			seen.pgid = st.pgid
-		}
-		if st.sid > 0 && st.sid != ownSession && st.sid != runtimePid {
-			seen.sid = st.sid
+		if g := groupOf(st, runtimePid); g.pgid > 0 || g.sid > 0 {
+			*seen = g
 		}
 	case err != nil:
 		// Reaped: what the runtime still waits for is in the group or
-		// the session, pid's (runc's) or those seen before.
+		// the session, pid's (runc's) or those seen before, and among
+		// the runtime's children: runc and crun are subreapers of their
+		// exec, and an orphan of the process (crun's group and session
+		// are a number not seen yet when the process exited by itself
+		// first) is reparented to them.
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		killSession(pid)
+		killChildren(runtimePid)
 	}
 	if seen.pgid > 0 {
 		_ = unix.Kill(-seen.pgid, unix.SIGKILL)
@@ -405,9 +417,97 @@ func killExecGroup(pid, runtimePid int, seen *execGroup) {
 	}
 }
 
+// killChildren sends SIGKILL to the children of the runtime at
+// runtimePid, until none is left.
+func killChildren(runtimePid int) {
+	for range 5 {
+		found := false
+		entries, _ := os.ReadDir("/proc")
+		for _, ent := range entries {
+			pid, err := strconv.Atoi(ent.Name())
+			if err != nil {
+				continue
+			}
+			if st, err := readProcStat(pid); err == nil && st.ppid == runtimePid && st.state != "Z" {
+				_ = unix.Kill(pid, unix.SIGKILL)
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+	}
+}
+
 // execGroup is the process group and session of an exec's process, as
-// killExecGroup saw them while the process was the runtime's.
+// seen while the process was the runtime's; 0 where it is the daemon's
+// or the runtime's own.
 type execGroup struct{ pgid, sid int }
+
+// execWatch notes the group and session of an exec's process as soon as
+// the runtime has written its pid, for a kill that comes after the
+// process has exited by itself (a client gone whose stdin's end made it
+// exit): runc's are the pid, but crun's are its intermediate's, which
+// nothing tells once the process is gone.
+type execWatch struct {
+	mu   sync.Mutex
+	seen execGroup
+	done chan struct{}
+}
+
+// watchExec starts watching pidFile for the exec of the runtime at
+// runtimePid; stop ends it.
+func watchExec(pidFile string, runtimePid int) *execWatch {
+	w := &execWatch{done: make(chan struct{})}
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(execKillGrace)
+		for {
+			if pid, err := readPidFile(pidFile); err == nil {
+				if st, err := readProcStat(pid); err == nil && childOfRuntime(st, runtimePid) {
+					w.mu.Lock()
+					w.seen = groupOf(st, runtimePid)
+					w.mu.Unlock()
+				}
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-deadline:
+				return
+			case <-w.done:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *execWatch) stop() { close(w.done) }
+
+// group is what the watch saw (nothing for a nil watch).
+func (w *execWatch) group() execGroup {
+	if w == nil {
+		return execGroup{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen
+}
+
+// groupOf is st's group and session, but for the daemon's and the
+// runtime's own.
+func groupOf(st statFields, runtimePid int) execGroup {
+	var g execGroup
+	if st.pgid > 0 && st.pgid != unix.Getpgrp() && st.pgid != runtimePid {
+		g.pgid = st.pgid
+	}
+	if st.sid > 0 && st.sid != getsid() && st.sid != runtimePid {
+		g.sid = st.sid
+	}
+	return g
+}
 
 // childOfRuntime reports whether the process st describes is the
 // runtime's child, or the child of the runtime's child: crun's

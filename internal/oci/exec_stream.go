@@ -82,12 +82,14 @@ func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles,
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	watch := watchExec(files.pid, cmd.Process.Pid)
+	defer watch.stop()
 	var waitErr error
 	select {
 	case waitErr = <-exited:
 	case <-ctx.Done():
 		log.G(ctx).Debug("exec cancelled, killing it", "id", id, "reason", context.Cause(ctx))
-		if err := killExec(ctx, cmd.Process, files.pid, exited); err != nil {
+		if err := killExec(ctx, cmd.Process, files.pid, exited, watch); err != nil {
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}
 		drainOutput(0, stdio.outputs...)
