@@ -40,6 +40,8 @@
 #   CRITEST_ARGS           extra critest flags, split on spaces
 #   NODE_TEST_TIMEOUT      -test.timeout of each suite run (90m)
 #   NODE_DAEMON_DRIVER     cgroup_driver of the systemd-run podbayd ("" = its default)
+#   NODE_DAEMON_RUNTIME    default_runtime of the systemd-run podbayd, the handler
+#                          critest runs ("" = its default, runc; crun: critest with crun)
 #
 # Inside the guest the same script runs with --guest DIR.
 set -uo pipefail
@@ -59,6 +61,7 @@ GVISOR_BIN=${GVISOR_BIN:-}
 NODE_CRITEST=${NODE_CRITEST:-1}
 NODE_TEST_TIMEOUT=${NODE_TEST_TIMEOUT:-90m}
 NODE_DAEMON_DRIVER=${NODE_DAEMON_DRIVER:-}
+NODE_DAEMON_RUNTIME=${NODE_DAEMON_RUNTIME:-}
 CRITEST_ARGS=${CRITEST_ARGS:-}
 
 # ---------------------------------------------------------------- guest --
@@ -169,6 +172,9 @@ guest() {
 	install -m 0644 podbay.toml /etc/podbay/podbay.toml
 	if [ -n "$NODE_DAEMON_DRIVER" ]; then
 		sed -i "1i cgroup_driver = \"$NODE_DAEMON_DRIVER\"" /etc/podbay/podbay.toml
+	fi
+	if [ -n "$NODE_DAEMON_RUNTIME" ]; then
+		sed -i "1i default_runtime = \"$NODE_DAEMON_RUNTIME\"" /etc/podbay/podbay.toml
 	fi
 	printf 'runtime-endpoint: unix:///run/podbay/podbay.sock\nimage-endpoint: unix:///run/podbay/podbay.sock\ntimeout: 120\n' >/etc/crictl.yaml
 	systemctl daemon-reload
@@ -284,7 +290,7 @@ check "push $(du -sh "$work" | cut -f1) of binaries" "$TESTVM" push "$work" /roo
 # The guest prints its own PASS/FAIL lines and summary; add them up.
 "$TESTVM" ssh "NODE_DRIVERS='$NODE_DRIVERS' NODE_RUNTIMES='$NODE_RUNTIMES' NODE_TESTS='$NODE_TESTS' NODE_GVISOR='$NODE_GVISOR'" \
 	"NODE_CRITEST='$NODE_CRITEST' CRITEST_ARGS='$CRITEST_ARGS' NODE_TEST_TIMEOUT='$NODE_TEST_TIMEOUT'" \
-	"NODE_DAEMON_DRIVER='$NODE_DAEMON_DRIVER' bash /root/nodetest/$(basename "$0") --guest /root/nodetest" 2>&1 |
+	"NODE_DAEMON_DRIVER='$NODE_DAEMON_DRIVER' NODE_DAEMON_RUNTIME='$NODE_DAEMON_RUNTIME' bash /root/nodetest/$(basename "$0") --guest /root/nodetest" 2>&1 |
 	tee "$work/guest.out"
 add_guest_results "$work/guest.out"
 "$TESTVM" down >/dev/null 2>&1
