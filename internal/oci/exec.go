@@ -420,23 +420,7 @@ func killExecGroup(pid, runtimePid int, seen *execGroup) {
 // killChildren sends SIGKILL to the children of the runtime at
 // runtimePid, until none is left.
 func killChildren(runtimePid int) {
-	for range 5 {
-		found := false
-		entries, _ := os.ReadDir("/proc")
-		for _, ent := range entries {
-			pid, err := strconv.Atoi(ent.Name())
-			if err != nil {
-				continue
-			}
-			if st, err := readProcStat(pid); err == nil && st.ppid == runtimePid && st.state != "Z" {
-				_ = unix.Kill(pid, unix.SIGKILL)
-				found = true
-			}
-		}
-		if !found {
-			return
-		}
-	}
+	killWhere(func(st statFields) bool { return st.ppid == runtimePid })
 }
 
 // execGroup is the process group and session of an exec's process, as
@@ -527,9 +511,15 @@ func getsid() int {
 	return sid
 }
 
-// killSession sends SIGKILL to every process in session sid. A process
-// may fork while the list is read, so it is read until nothing is found.
+// killSession sends SIGKILL to every process in session sid.
 func killSession(sid int) {
+	killWhere(func(st statFields) bool { return st.sid == sid })
+}
+
+// killWhere sends SIGKILL to every live process whose stat matches. A
+// process may fork while the list is read, so it is read until nothing
+// is found.
+func killWhere(match func(statFields) bool) {
 	for range 5 {
 		found := false
 		entries, _ := os.ReadDir("/proc")
@@ -538,7 +528,7 @@ func killSession(sid int) {
 			if err != nil {
 				continue
 			}
-			if st, err := readProcStat(pid); err == nil && st.sid == sid && st.state != "Z" {
+			if st, err := readProcStat(pid); err == nil && st.state != "Z" && match(st) {
 				_ = unix.Kill(pid, unix.SIGKILL)
 				found = true
 			}
