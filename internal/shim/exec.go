@@ -359,6 +359,11 @@ func (e *execProc) copyStdin(in io.Reader, closeAtEnd bool) {
 	if !closeAtEnd {
 		return
 	}
+	// Closed only once the shim has read what was written: the shim opens
+	// its read end of the FIFO in the background, and a FIFO that no one
+	// holds open drops what is buffered in it — the data would be lost,
+	// and the shim's open, finding no writer left, would never return.
+	waitFifoDrained(e.r.ctx, e.fifos.stdin)
 	e.fifos.stdin.Close()
 	ctx, cancel := e.r.commandContext(e.r.ctx)
 	defer cancel()

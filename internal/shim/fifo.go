@@ -1,12 +1,16 @@
 package shim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // mkfifo creates a FIFO at path, replacing a stale file there.
@@ -121,4 +125,25 @@ func openFifoWriter(path string) (*os.File, error) {
 // isClosedRead reports whether err is a read ended by Close.
 func isClosedRead(err error) bool {
 	return errors.Is(err, os.ErrClosed)
+}
+
+// fifoDrainTimeout bounds waitFifoDrained.
+const fifoDrainTimeout = 10 * time.Second
+
+// waitFifoDrained waits until nothing written to the FIFO f is left
+// unread (FIONREAD, TIOCINQ on Linux), ctx ends, or fifoDrainTimeout has passed.
+func waitFifoDrained(ctx context.Context, f *os.File) {
+	deadline := time.Now().Add(fifoDrainTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var n int
+		err := runtime.FdControl(f, func(fd int) error {
+			var err error
+			n, err = unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
+			return err
+		})
+		if err != nil || n == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -215,3 +215,42 @@ func TestBroadcasterSlowClient(t *testing.T) {
 	b.end()
 	<-s.done
 }
+
+// waitFifoDrained returns once a reader has taken what was written, and
+// not before.
+func TestWaitFifoDrained(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stdin")
+	if err := mkfifo(path); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openFifoWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write([]byte("piped in\n")); err != nil {
+		t.Fatal(err)
+	}
+	const readerDelay = 200 * time.Millisecond
+	got := make(chan string, 1)
+	go func() {
+		time.Sleep(readerDelay)
+		r, err := os.Open(path)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer r.Close()
+		buf := make([]byte, 64)
+		n, _ := r.Read(buf)
+		got <- string(buf[:n])
+	}()
+	start := time.Now()
+	waitFifoDrained(context.Background(), w)
+	if d := time.Since(start); d < readerDelay || d > fifoDrainTimeout/2 {
+		t.Errorf("waitFifoDrained returned after %v; the reader read after %v", d, readerDelay)
+	}
+	if s := <-got; s != "piped in\n" {
+		t.Errorf("reader got %q", s)
+	}
+}
