@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -220,8 +219,6 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	watch := watchExec(files.pid, cmd.Process.Pid)
-	defer watch.stop()
 	var timer <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -234,12 +231,12 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	case waitErr = <-exited:
 	case <-timer:
 		log.G(ctx).Debug("exec timed out, killing it", "id", id, "timeout", timeout)
-		if err := killExec(ctx, cmd.Process, files.pid, exited, watch); err != nil {
+		if err := killExec(ctx, cmd.Process, files.pid, exited, nil); err != nil {
 			return runtime.ExecResult{}, "", err
 		}
 		return runtime.ExecResult{ExitCode: -1, TimedOut: true}, "", nil
 	case <-ctx.Done():
-		if err := killExec(ctx, cmd.Process, files.pid, exited, watch); err != nil {
+		if err := killExec(ctx, cmd.Process, files.pid, exited, nil); err != nil {
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}
 		return runtime.ExecResult{}, "", ctx.Err()
@@ -332,15 +329,9 @@ func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <
 	// that there is nothing in the container to kill.
 	deadline := time.Now().Add(execKillGrace)
 	killed := false
+	// What a watch saw while the exec ran: its processes are there even
+	// if the process itself has exited since.
 	seen := watch.group()
-	if seen.pgid > 0 {
-		// Seen while the exec ran: its processes are there even if the
-		// process itself has exited since.
-		_ = unix.Kill(-seen.pgid, unix.SIGKILL)
-	}
-	if seen.sid > 0 {
-		killSession(seen.sid)
-	}
 	for time.Now().Before(deadline) {
 		// Again on every tick until the runtime exits: a process may be
 		// forked, or reparented, while the first kill runs.
@@ -428,31 +419,34 @@ func killChildren(runtimePid int) {
 // or the runtime's own.
 type execGroup struct{ pgid, sid int }
 
-// execWatch notes the group and session of an exec's process as soon as
-// the runtime has written its pid, for a kill that comes after the
-// process has exited by itself (a client gone whose stdin's end made it
-// exit): runc's are the pid, but crun's are its intermediate's, which
-// nothing tells once the process is gone.
+// execWatch learns an interactive exec's process as soon as the runtime
+// has written its pid: for resizing its terminal, and for a kill that
+// comes after the process has exited by itself (a client gone whose
+// stdin's end made it exit), when its group and session can no longer be
+// read — runc's are the pid, but crun's are its intermediate's. ExecSync
+// has none: its kills come while the process runs.
 type execWatch struct {
-	mu   sync.Mutex
-	seen execGroup
-	done chan struct{}
+	runtimePid int
+	// found is closed once pid and seen are set, or the watch gave up.
+	found chan struct{}
+	pid   int
+	seen  execGroup
+	done  chan struct{}
 }
 
 // watchExec starts watching pidFile for the exec of the runtime at
-// runtimePid; stop ends it.
+// runtimePid, for up to execKillGrace; stop ends it.
 func watchExec(pidFile string, runtimePid int) *execWatch {
-	w := &execWatch{done: make(chan struct{})}
+	w := &execWatch{runtimePid: runtimePid, found: make(chan struct{}), done: make(chan struct{})}
 	go func() {
+		defer close(w.found)
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		deadline := time.After(execKillGrace)
 		for {
 			if pid, err := readPidFile(pidFile); err == nil {
 				if st, err := readProcStat(pid); err == nil && childOfRuntime(st, runtimePid) {
-					w.mu.Lock()
-					w.seen = groupOf(st, runtimePid)
-					w.mu.Unlock()
+					w.pid, w.seen = pid, groupOf(st, runtimePid)
 				}
 				return
 			}
@@ -470,14 +464,29 @@ func watchExec(pidFile string, runtimePid int) *execWatch {
 
 func (w *execWatch) stop() { close(w.done) }
 
-// group is what the watch saw (nothing for a nil watch).
+// group is the group and session the watch saw, if it has finished
+// (nothing for a nil watch).
 func (w *execWatch) group() execGroup {
 	if w == nil {
 		return execGroup{}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.seen
+	select {
+	case <-w.found:
+		return w.seen
+	default:
+		return execGroup{}
+	}
+}
+
+// process waits for the watch, or for stop, and returns the exec's pid
+// (0: not seen).
+func (w *execWatch) process(stop <-chan struct{}) int {
+	select {
+	case <-w.found:
+		return w.pid
+	case <-stop:
+		return 0
+	}
 }
 
 // groupOf is st's group and session, but for the daemon's and the

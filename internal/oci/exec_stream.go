@@ -2,13 +2,13 @@ package oci
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -77,13 +77,13 @@ func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles,
 		stdio.closeChild()
 		return 0, "", fmt.Errorf("start runtime exec: %w", err)
 	}
-	stdio.pidFile, stdio.runtimePid = files.pid, cmd.Process.Pid
+	watch := watchExec(files.pid, cmd.Process.Pid)
+	defer watch.stop()
+	stdio.watch = watch
 	stdio.started()
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	watch := watchExec(files.pid, cmd.Process.Pid)
-	defer watch.stop()
 	var waitErr error
 	select {
 	case waitErr = <-exited:
@@ -129,10 +129,8 @@ type execStdio struct {
 	// copied.
 	outR, errR *os.File
 	stop       chan struct{}
-	// pidFile is where the runtime writes the exec'd process's pid, and
-	// runtimePid the runtime's: resizes go to that process's terminal too.
-	pidFile    string
-	runtimePid int
+	// watch learns the exec'd process: resizes go to its terminal too.
+	watch *execWatch
 }
 
 // pipeStdio gives the runtime a pipe per stream that opts asks for, and
@@ -240,25 +238,14 @@ func (s *execStdio) started() {
 // the one in the container that the runtime copies to and from, through
 // /proc/<pid>/fd/0. runc passes a size change on its terminal to it
 // (SIGWINCH); crun before 1.9 (Debian 12 has 1.8.1) does not. The process
-// may not have started yet: its pid is waited for briefly. Nothing is done
+// may not have started yet: the watch waits for its pid. Nothing is done
 // unless pid is still the runtime's child (a pid reused by then is not).
 func (s *execStdio) resizeProcessTerminal(size runtime.Size) error {
-	var pid int
-	var err error
-	for range 50 {
-		if pid, err = readPidFile(s.pidFile); err == nil {
-			break
-		}
-		select {
-		case <-s.stop:
-			return err
-		case <-time.After(10 * time.Millisecond):
-		}
+	pid := s.watch.process(s.stop)
+	if pid == 0 {
+		return errors.New("the exec's process is not known")
 	}
-	if err != nil {
-		return err
-	}
-	if st, err := readProcStat(pid); err != nil || !childOfRuntime(st, s.runtimePid) {
+	if st, err := readProcStat(pid); err != nil || !childOfRuntime(st, s.watch.runtimePid) {
 		return fmt.Errorf("process %d is not the runtime's child", pid)
 	}
 	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDWR|unix.O_NOCTTY, 0)
