@@ -196,7 +196,7 @@ remove_critest_segments() {
 }
 
 finish() {
-	local rc=$? leaks left
+	local rc=$? left
 	set +e
 	trap - EXIT INT TERM
 	[ "$rc" -eq 0 ] || failed=1
@@ -206,18 +206,7 @@ finish() {
 	stop_registry
 	remove_critest_segments
 
-	leaks=$(
-		[ -z "$left" ] || echo "$left"
-		find_leaks
-	)
-	if [ -n "$leaks" ]; then
-		failed=1
-		print_leaks "$leaks"
-		remove_leaks
-	fi
-
-	ip link del "$bridge" 2>/dev/null
-	remove_cgroups "$cgroup_parent"
+	clean_run_host "$left"
 
 	[ "$failed" -eq 0 ] || keep_logs pbcritest-logs "daemon, registry and critest" "$report"
 	remove_tmp

@@ -83,22 +83,14 @@ bench_configure() {
 # and removes leaks, removes the bridge, the cgroups and the temp dir (the
 # logs of a failed run are kept) and exits 1 when anything failed.
 bench_finish() {
-	local rc=$? leaks
+	local rc=$?
 	set +e
 	trap - EXIT INT TERM
 	[ "$rc" -eq 0 ] || failed=1
 	stop_daemon || failed=1
 	stop_registry
 
-	leaks=$(find_leaks)
-	if [ -n "$leaks" ]; then
-		failed=1
-		print_leaks "$leaks"
-		remove_leaks
-	fi
-
-	ip link del "$bridge" 2>/dev/null
-	remove_cgroups "$cgroup_parent"
+	clean_run_host
 
 	[ "$failed" -eq 0 ] || keep_logs "$run_name-logs" "daemon and registry"
 	remove_tmp

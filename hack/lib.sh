@@ -345,6 +345,25 @@ remove_cgroups() {
 		done
 }
 
+# clean_run_host [LEAKS]: the leaks find_leaks finds (and LEAKS, lines a
+# caller found already) are printed and removed, failing the run
+# (failed=1); then the run's bridge ($bridge) and cgroups ($cgroup_parent)
+# go.
+clean_run_host() {
+	local leaks
+	leaks=$(
+		[ -z "${1:-}" ] || echo "$1"
+		find_leaks
+	)
+	if [ -n "$leaks" ]; then
+		failed=1
+		print_leaks "$leaks"
+		remove_leaks
+	fi
+	ip link del "$bridge" 2>/dev/null
+	remove_cgroups "$cgroup_parent"
+}
+
 # keep_logs NAME WHAT [FILE...] copies the run's logs ($tmp/*.log) and the
 # FILEs that exist into a new /tmp/NAME.XXXXXX and says so; nothing when
 # there are no logs.
