@@ -169,7 +169,7 @@ var phaseOrder = map[string][]string{
 	// The pairs an oci handler overlaps have a phase of their own, after
 	// its two parts (each timed alone).
 	"run":    {"pause_image", "prepare", "rootfs", "netns", "bundle", "cni", "runtime_create", "cni_and_create", "runtime_start", "persist"},
-	"stop":   {"containers", "cni", "netns", "runtime_stop", "network_and_kill", "persist"},
+	"stop":   {"containers", "cni", "netns", "runtime_stop", "runtime_delete", "rootfs", "network_and_kill", "persist"},
 	"remove": {"containers", "runtime_delete", "rootfs", "runtime_delete_and_rootfs", "netns", "persist"},
 }
 

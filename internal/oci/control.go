@@ -139,18 +139,20 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
-	var bundle string
-	st, err := r.State(ctx, id)
-	switch {
-	case err == nil:
-		bundle = st.Bundle
-		if _, err := r.runtimeCmd(ctx, "delete", "--force", id); err != nil && !r.isNotExist(err, id) {
+	// conmon's attach symlink leads to the bundle; the runtime's state is
+	// asked only without it (one runtime call less on every delete).
+	bundle := r.bundleOf(id)
+	if bundle == "" {
+		st, err := r.State(ctx, id)
+		switch {
+		case err == nil:
+			bundle = st.Bundle
+		case errdefs.IsNotFound(err):
+		default:
 			return fmt.Errorf("delete container %s: %w", id, err)
 		}
-	case errdefs.IsNotFound(err):
-		// conmon's attach symlink still leads to the bundle.
-		bundle = r.bundleOf(id)
-	default:
+	}
+	if _, err := r.runtimeCmd(ctx, "delete", "--force", id); err != nil && !r.isNotExist(err, id) {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
 	// conmon writes the exit file right after the container's init dies;

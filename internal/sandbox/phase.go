@@ -151,6 +151,17 @@ func (r *Record) ReleaseNetwork() error {
 	return nil
 }
 
+// ReleasePause records that the pause container's runtime state and root
+// filesystem are deleted, during a Stop (or the Stop a Remove runs), once
+// the pause process is dead.
+func (r *Record) ReleasePause() error {
+	if (r.Phase != PhaseStopping && r.Phase != PhaseRemoving) || !r.ContainerCreated || r.PauseReleased {
+		return r.refuse("release the pause container")
+	}
+	r.PauseReleased = true
+	return nil
+}
+
 // FinishStop ends a Stop whose network is released.
 func (r *Record) FinishStop() error {
 	if r.Phase != PhaseStopping || r.OwesNetworkTeardown() {
@@ -182,6 +193,8 @@ func (r *Record) consistent() error {
 	switch {
 	case !r.Phase.Known():
 		return bad("unknown phase")
+	case r.PauseReleased && !r.StopBegun():
+		return bad("pause container released before stop")
 	case r.NetworkMode != ModeCNI && r.Network != NetworkNone:
 		return bad("host network with CNI progress")
 	case r.Phase == PhaseCreating:

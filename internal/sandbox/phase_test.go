@@ -32,7 +32,22 @@ func lifecycleRecords() map[string]Record {
 		"removing/cni":          rec(PhaseRemoving, ModeCNI, NetworkAttached, true),
 		"removing/cni-released": rec(PhaseRemoving, ModeCNI, NetworkReleased, true),
 		"removing/host":         rec(PhaseRemoving, ModeHost, NetworkNone, true),
+
+		"stopping/cni+pause-released":          released(rec(PhaseStopping, ModeCNI, NetworkAttached, true)),
+		"stopping/cni-released+pause-released": released(rec(PhaseStopping, ModeCNI, NetworkReleased, true)),
+		"stopping/host+pause-released":         released(rec(PhaseStopping, ModeHost, NetworkNone, true)),
+		"stopped/cni+pause-released":           released(rec(PhaseStopped, ModeCNI, NetworkReleased, true)),
+		"stopped/host+pause-released":          released(rec(PhaseStopped, ModeHost, NetworkNone, true)),
+		"removing/cni+pause-released":          released(rec(PhaseRemoving, ModeCNI, NetworkAttached, true)),
+		"removing/cni-released+pause-released": released(rec(PhaseRemoving, ModeCNI, NetworkReleased, true)),
+		"removing/host+pause-released":         released(rec(PhaseRemoving, ModeHost, NetworkNone, true)),
 	}
+}
+
+// released is r with its pause container released.
+func released(r Record) Record {
+	r.PauseReleased = true
+	return r
 }
 
 // TestTransitions applies every transition to every record: those listed
@@ -73,12 +88,24 @@ func TestTransitions(t *testing.T) {
 			"exited/host": "stopping/host",
 		}},
 		{"ReleaseNetwork", (*Record).ReleaseNetwork, map[string]string{
-			"stopping/cni": "stopping/cni-released",
-			"removing/cni": "removing/cni-released",
+			"stopping/cni":                "stopping/cni-released",
+			"removing/cni":                "removing/cni-released",
+			"stopping/cni+pause-released": "stopping/cni-released+pause-released",
+			"removing/cni+pause-released": "removing/cni-released+pause-released",
+		}},
+		{"ReleasePause", (*Record).ReleasePause, map[string]string{
+			"stopping/cni":          "stopping/cni+pause-released",
+			"stopping/cni-released": "stopping/cni-released+pause-released",
+			"stopping/host":         "stopping/host+pause-released",
+			"removing/cni":          "removing/cni+pause-released",
+			"removing/cni-released": "removing/cni-released+pause-released",
+			"removing/host":         "removing/host+pause-released",
 		}},
 		{"FinishStop", (*Record).FinishStop, map[string]string{
-			"stopping/cni-released": "stopped/cni",
-			"stopping/host":         "stopped/host",
+			"stopping/cni-released":                "stopped/cni",
+			"stopping/host":                        "stopped/host",
+			"stopping/cni-released+pause-released": "stopped/cni+pause-released",
+			"stopping/host+pause-released":         "stopped/host+pause-released",
 		}},
 		{"BeginRemove", (*Record).BeginRemove, map[string]string{
 			"ready/cni":             "removing/cni",
@@ -93,6 +120,15 @@ func TestTransitions(t *testing.T) {
 			"removing/cni":          "removing/cni",
 			"removing/cni-released": "removing/cni-released",
 			"removing/host":         "removing/host",
+
+			"stopping/cni+pause-released":          "removing/cni+pause-released",
+			"stopping/cni-released+pause-released": "removing/cni-released+pause-released",
+			"stopping/host+pause-released":         "removing/host+pause-released",
+			"stopped/cni+pause-released":           "removing/cni-released+pause-released",
+			"stopped/host+pause-released":          "removing/host+pause-released",
+			"removing/cni+pause-released":          "removing/cni+pause-released",
+			"removing/cni-released+pause-released": "removing/cni-released+pause-released",
+			"removing/host+pause-released":         "removing/host+pause-released",
 		}},
 	} {
 		for from, r := range records {

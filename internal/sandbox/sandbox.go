@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"time"
@@ -89,6 +90,11 @@ type Record struct {
 	// container (see BeginContainerCreate), so recovery knows there may be
 	// runtime state to delete. Published sandboxes always have it set.
 	ContainerCreated bool `json:"containerCreated,omitempty"`
+	// PauseReleased is set once Stop has deleted the pause container's
+	// runtime state and root filesystem (see ReleasePause), which an oci
+	// handler's Stop does as soon as the pause process is dead; Remove then
+	// has neither left to do.
+	PauseReleased bool `json:"pauseReleased,omitempty"`
 	// Network is the CNI network's progress; see NetworkPhase.
 	Network NetworkPhase `json:"network,omitempty"`
 	// NetworkSettings are what inspect shows; SandboxKey is the netns path.
@@ -111,8 +117,16 @@ type Sandbox struct {
 	// while it stops.
 	StopMu sync.RWMutex
 
+	// saveMu serialises a transition with the persisting of its result
+	// (see Advance), so that records reach the store in the order of
+	// their transitions when two steps of one Stop finish at once.
+	saveMu sync.Mutex
+
 	mu  sync.Mutex
 	rec Record // guarded by mu
+
+	watchMu  sync.Mutex
+	endWatch context.CancelFunc // guarded by watchMu
 }
 
 // New returns a sandbox for rec.
@@ -149,6 +163,44 @@ func (s *Sandbox) Transition(step func(*Record) error) (Record, error) {
 	}
 	s.rec = next
 	return s.rec, nil
+}
+
+// Advance applies a transition as Transition does and persists the new
+// record with save before another Advance of the same sandbox can
+// transition it. The record is kept in memory even when save fails.
+func (s *Sandbox) Advance(step func(*Record) error, save func(Record) error) (Record, error) {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	rec, err := s.Transition(step)
+	if err != nil {
+		return rec, err
+	}
+	return rec, save(rec)
+}
+
+// WatchExit returns the context for a watch of the pause process's exit,
+// derived from parent; EndExitWatch cancels it. A new watch ends the
+// previous one.
+func (s *Sandbox) WatchExit(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.endWatch != nil {
+		s.endWatch()
+	}
+	s.endWatch = cancel
+	return ctx
+}
+
+// EndExitWatch ends the watch of the pause process's exit, if any: the
+// pod's teardown is about to delete what it waits on.
+func (s *Sandbox) EndExitWatch() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.endWatch != nil {
+		s.endWatch()
+		s.endWatch = nil
+	}
 }
 
 // Phase returns the current phase.

@@ -25,6 +25,11 @@ func TestRemoveContainerAsync(t *testing.T) {
 	if err := e.stopContainer(id); err != nil {
 		t.Fatal(err)
 	}
+	// Stopped first: the pod's Stop removes the pause container's root
+	// filesystem, which the failure below would hit.
+	if err := e.stopPod(pod); err != nil {
+		t.Fatal(err)
+	}
 
 	e.img.failOn("removerootfs", errors.New("device busy"))
 	if _, err := call(e.srv, "RemoveContainer", e.srv.RemoveContainer, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {

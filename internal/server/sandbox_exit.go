@@ -9,15 +9,16 @@ import (
 )
 
 // watchExit marks a ready sandbox NOTREADY when its pause process exits, so
-// the kubelet sees a dead pod and recreates it.
+// the kubelet sees a dead pod and recreates it. The pod's teardown ends the
+// watch (sandbox.EndExitWatch) before it deletes the pause container.
 func (s *Server) watchExit(sb *sandbox.Sandbox, rt runtime.Runtime) {
+	ctx := sb.WatchExit(log.With(s.ctx, "pod", sb.ID))
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx := log.With(s.ctx, "pod", sb.ID)
 		st, err := rt.Wait(ctx, sb.ID)
 		if err != nil {
-			if s.ctx.Err() == nil {
+			if ctx.Err() == nil {
 				log.G(ctx).Warn("wait for sandbox container", "err", err)
 			}
 			return

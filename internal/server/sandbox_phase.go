@@ -8,11 +8,13 @@ import "github.com/podbay/podbay/internal/sandbox"
 // transition changes nothing and is returned as an error.
 func (s *Server) advance(sb *sandbox.Sandbox, step func(*sandbox.Record) error) (sandbox.Record, error) {
 	before := sb.Phase()
-	rec, err := sb.Transition(step)
-	if err != nil {
-		return rec, err
+	applied := false
+	rec, err := sb.Advance(step, func(rec sandbox.Record) error {
+		applied = true
+		return s.save(rec)
+	})
+	if applied {
+		s.sandboxAdvanced(sb, before, rec)
 	}
-	err = s.save(rec)
-	s.sandboxAdvanced(sb, before, rec)
 	return rec, err
 }

@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -64,34 +62,11 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 	}
 	timer.Phase("containers")
 	rec := sb.Record()
-	// The pause process is dead (Stop above): for an oci handler the
-	// runtime's delete and the root filesystem's removal touch nothing of
-	// each other's, so they run together. A vm handler's shim unmounts
-	// what it mounted under the bundle first; it keeps the order.
-	if rec.ContainerCreated && s.teardownOverlaps(rec) {
-		var (
-			wg       sync.WaitGroup
-			rtDelErr error
-		)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			phase := s.phaseClock("remove", nil)
-			rtDelErr = s.deleteSandboxContainer(ctx, rec)
-			phase("runtime_delete")
-		}()
-		phase := s.phaseClock("remove", nil)
-		rootfsErr := s.images.RemoveRootfs(ctx, rec.ID)
-		phase("rootfs")
-		wg.Wait()
-		timer.Phase("runtime_delete_and_rootfs")
-		if rootfsErr != nil {
-			rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
-		}
-		if err := errors.Join(rtDelErr, rootfsErr); err != nil {
-			return err
-		}
-	} else {
+	// The Stop above released an oci handler's pause container
+	// (releasePause). A vm handler's is deleted here, the runtime's delete
+	// first: its shim unmounts what it mounted under the bundle.
+	if !rec.PauseReleased {
+		sb.EndExitWatch()
 		if rec.ContainerCreated {
 			if err := s.deleteSandboxContainer(ctx, rec); err != nil {
 				return err

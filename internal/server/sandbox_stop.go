@@ -95,6 +95,9 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 				netErr = s.releasePodNetwork(ctx, sb, rec, nil)
 			}()
 			stopErr := s.stopPause(ctx, rec, rt, rtErr, nil)
+			if stopErr == nil {
+				stopErr = s.releasePause(ctx, sb, rec, rt)
+			}
 			wg.Wait()
 			timer.Phase("network_and_kill")
 			if err := errors.Join(netErr, stopErr); err != nil {
@@ -108,8 +111,15 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 				return err
 			}
 		}
-	} else if err := s.stopPause(ctx, rec, rt, rtErr, timer); err != nil {
-		return err
+	} else {
+		if err := s.stopPause(ctx, rec, rt, rtErr, timer); err != nil {
+			return err
+		}
+		if s.teardownOverlaps(rec) {
+			if err := s.releasePause(ctx, sb, rec, rt); err != nil {
+				return err
+			}
+		}
 	}
 	if rec.Phase == sandbox.PhaseStopping {
 		if _, err := s.advance(sb, (*sandbox.Record).FinishStop); err != nil {
@@ -123,12 +133,13 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 }
 
 // teardownOverlaps reports whether Stop may release the pod's network
-// while it kills the pause process, and Remove delete the runtime's state
-// while it removes the root filesystem: for oci handlers, whose pause
-// process holds nothing the network needs and whose runtime state nothing
-// of the storage. A vm handler's runtime tears its mirror of the pod's
-// interfaces down as the VM stops, and its shim unmounts under the bundle
-// on delete, so it keeps the order.
+// while it kills the pause process and then deletes the pause container
+// (releasePause), and Remove delete the runtime's state while it removes
+// the root filesystem: for oci handlers, whose pause process holds nothing
+// the network needs and whose runtime state nothing of the storage. A vm
+// handler's runtime tears its mirror of the pod's interfaces down as the VM
+// stops, and its shim unmounts under the bundle on delete, so it keeps the
+// order, and its pause container is deleted by Remove.
 func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
 	rtCfg, ok := s.current().cfg.Runtimes[rec.RuntimeHandler]
 	return ok && rtCfg.Type != config.TypeVM
@@ -181,7 +192,7 @@ func (s *Server) releasePodNetwork(ctx context.Context, sb *sandbox.Sandbox, rec
 // stopPause kills the pause process unless conmon's exit file says it is
 // gone (a pod that exited, or Remove after Stop).
 func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, rt runtime.Runtime, rtErr error, timer *metrics.Timer) error {
-	if !rec.ContainerCreated {
+	if !rec.ContainerCreated || rec.PauseReleased {
 		return nil
 	}
 	if rtErr != nil {
@@ -196,6 +207,34 @@ func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, rt runtime.R
 		phase("runtime_stop")
 	}
 	return nil
+}
+
+// releasePause deletes the dead pause container's runtime state and root
+// filesystem during Stop, as containerd deletes a sandbox's task on stop,
+// and records it, so that Remove has only files and the record left to
+// delete. Nothing reads either once the pod has stopped: its status and
+// stats come from the record and the pod's cgroup, and a stopped pod never
+// starts again (the kubelet makes a new one). Both deletes are idempotent,
+// so a Stop interrupted here is finished by the next Stop or the Remove.
+func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sandbox.Record, rt runtime.Runtime) error {
+	if !rec.ContainerCreated || rec.PauseReleased {
+		return nil
+	}
+	sb.EndExitWatch()
+	phase := s.phaseClock("stop", nil)
+	if err := rt.Delete(ctx, rec.ID); err != nil {
+		return fmt.Errorf("delete sandbox container: %w", err)
+	}
+	phase("runtime_delete")
+	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
+		return fmt.Errorf("remove sandbox root filesystem: %w", err)
+	}
+	phase("rootfs")
+	if err := s.hit(ctx, "stop.release_pause"); err != nil {
+		return err
+	}
+	_, err := s.advance(sb, (*sandbox.Record).ReleasePause)
+	return err
 }
 
 // phaseClock returns a function that records a phase of operation: on

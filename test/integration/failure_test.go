@@ -157,10 +157,17 @@ func TestDaemonKilledDuringRun(t *testing.T) {
 }
 
 // TestDaemonKilledDuringStopRemove kills podbayd inside StopPodSandbox and
-// RemovePodSandbox; after restart both complete and nothing leaks.
+// RemovePodSandbox; after restart both complete and nothing leaks. An oci
+// handler's Stop also deletes the dead pause container: killed after that
+// delete and before it is recorded, the next Stop finds nothing of it and
+// must not fail on that.
 func TestDaemonKilledDuringStopRemove(t *testing.T) {
 	requireRoot(t)
-	for _, fp := range []string{"stop.cni", "stop.unmount", "remove.netns"} {
+	points := []string{"stop.cni", "stop.unmount", "remove.netns"}
+	if suiteRuntimeType != "vm" {
+		points = append(points, "stop.release_pause")
+	}
+	for _, fp := range points {
 		t.Run(fp, func(t *testing.T) {
 			e := newEnv(t, envOptions{})
 			e.start(fp + "=kill")

@@ -145,16 +145,17 @@ func TestTracingExportsRPCSpans(t *testing.T) {
 	if services := col.serviceNames(); !services["podbayd"] {
 		t.Errorf("no spans of service podbayd; services %v", services)
 	}
-	// An oci handler overlaps CNI with the runtime's create (Run), its
-	// kill (Stop) and the runtime's delete with the rootfs removal
-	// (Remove), each pair one phase; a vm handler keeps them apart.
+	// An oci handler overlaps CNI with the runtime's create (Run) and
+	// with its kill and delete of the pause container (Stop), each pair
+	// one phase, so that its Remove deletes no container; a vm handler
+	// keeps them apart and deletes the pause container in Remove.
 	runNet := []string{"sandbox.run.cni", "sandbox.run.runtime_create"}
 	stopNet := []string{"sandbox.stop.cni", "sandbox.stop.netns", "sandbox.stop.runtime_stop"}
-	removeRT := "sandbox.remove.runtime_delete"
+	remove := []string{"sandbox.remove.runtime_delete", "sandbox.remove.rootfs", "sandbox.remove.netns"}
 	if suiteRuntimeType != "vm" {
 		runNet = []string{"sandbox.run.bundle", "sandbox.run.cni_and_create"}
 		stopNet = []string{"sandbox.stop.network_and_kill"}
-		removeRT = "sandbox.remove.runtime_delete_and_rootfs"
+		remove = []string{"sandbox.remove.netns"}
 	}
 	for _, tc := range []struct {
 		method string
@@ -171,7 +172,7 @@ func TestTracingExportsRPCSpans(t *testing.T) {
 		{"RuntimeService/StopContainer", ctrID, "cri.container_id", []string{"container.stop.runtime_stop"}},
 		{"RuntimeService/RemoveContainer", ctrID, "cri.container_id", []string{"container.remove.monitor", "container.remove.unpublish"}},
 		{"RuntimeService/StopPodSandbox", podID, "cri.pod_sandbox_id", stopNet},
-		{"RuntimeService/RemovePodSandbox", podID, "cri.pod_sandbox_id", []string{removeRT, "sandbox.remove.netns"}},
+		{"RuntimeService/RemovePodSandbox", podID, "cri.pod_sandbox_id", remove},
 	} {
 		spans := col.rpc(tc.method)
 		if len(spans) == 0 {
