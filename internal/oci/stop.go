@@ -101,7 +101,7 @@ func (r *Runtime) stopProcess(ctx context.Context, id string, proc *runtime.Proc
 		}
 		log.G(ctx).Info("container ignored stop signal, killing it", "id", id, "signal", sig, "timeout", timeout)
 	}
-	if err := r.Kill(ctx, id, syscall.SIGKILL, true); err != nil && !errdefs.IsNotFound(err) {
+	if err := r.killAll(ctx, id, proc); err != nil {
 		return fmt.Errorf("stop container %s: %w", id, err)
 	}
 	if !r.waitFor(ctx, id, killWait, exited) {
@@ -111,6 +111,23 @@ func (r *Runtime) stopProcess(ctx context.Context, id string, proc *runtime.Proc
 		return fmt.Errorf("stop container %s: still running %v after SIGKILL", id, killWait)
 	}
 	r.awaitExitFile(ctx, id, monitor)
+	return nil
+}
+
+// killAll sends SIGKILL to every process of the container whose init is
+// proc. An init that is pid 1 of its own pid namespace (the container did
+// not share the host's or the pod's) takes every process of that namespace
+// with it when it dies, which is what the runtime's `kill --all` would
+// reach: it is killed through its pidfd, without a fork and exec of the
+// runtime. Otherwise the runtime kills the processes of the container's
+// cgroup.
+func (r *Runtime) killAll(ctx context.Context, id string, proc *runtime.Process) error {
+	if proc.InitOfPidNamespace() && proc.Signal(syscall.SIGKILL) == nil {
+		return nil
+	}
+	if err := r.Kill(ctx, id, syscall.SIGKILL, true); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
 	return nil
 }
 

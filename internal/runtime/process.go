@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -132,4 +133,34 @@ func pidfdReadable(fd int) bool {
 			return err == nil && n > 0
 		}
 	}
+}
+
+// InitOfPidNamespace reports whether the process is the init (pid 1) of a
+// pid namespace below the one /proc shows, so that its death takes every
+// process of that namespace with it (the kernel kills them). It needs a
+// pidfd: the answer read from /proc/<pid>/status counts only if the
+// process is still alive afterwards, so a recycled pid cannot give it.
+func (p *Process) InitOfPidNamespace() bool {
+	if p.f == nil {
+		return false
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return false
+	}
+	return nsInit(status) && !p.Exited()
+}
+
+// nsInit reports whether a /proc/<pid>/status says its process is pid 1 of
+// a nested pid namespace: its NSpid line has more than one pid, the last 1.
+func nsInit(status []byte) bool {
+	for line := range strings.Lines(string(status)) {
+		rest, ok := strings.CutPrefix(line, "NSpid:")
+		if !ok {
+			continue
+		}
+		pids := strings.Fields(rest)
+		return len(pids) > 1 && pids[len(pids)-1] == "1"
+	}
+	return false
 }

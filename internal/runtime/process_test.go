@@ -76,3 +76,22 @@ func TestOpenProcessGone(t *testing.T) {
 		}
 	}
 }
+
+func TestNsInit(t *testing.T) {
+	for _, tc := range []struct {
+		nspid string
+		want  bool
+	}{
+		{"NSpid:\t4242\t1\n", true},
+		{"NSpid:\t4242\t17\t1\n", true},
+		{"NSpid:\t4242\t7\n", false}, // in a nested namespace, not its init
+		{"NSpid:\t1\n", false},       // init of the namespace /proc shows
+		{"NSpid:\t4242\n", false},
+		{"", false},
+	} {
+		status := "Name:\tpause\nPid:\t4242\n" + tc.nspid + "NSsid:\t1\n"
+		if got := nsInit([]byte(status)); got != tc.want {
+			t.Errorf("nsInit(%q) = %v, want %v", tc.nspid, got, tc.want)
+		}
+	}
+}
