@@ -221,15 +221,31 @@ func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sand
 		return nil
 	}
 	sb.EndExitWatch()
+	// The runtime's state and the root filesystem touch nothing of each
+	// other's once the process is dead: both go at once.
+	var (
+		wg       sync.WaitGroup
+		rtDelErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		phase := s.phaseClock("stop", nil)
+		if rtDelErr = rt.Delete(ctx, rec.ID); rtDelErr != nil {
+			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
+		}
+		phase("runtime_delete")
+	}()
 	phase := s.phaseClock("stop", nil)
-	if err := rt.Delete(ctx, rec.ID); err != nil {
-		return fmt.Errorf("delete sandbox container: %w", err)
-	}
-	phase("runtime_delete")
-	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
-		return fmt.Errorf("remove sandbox root filesystem: %w", err)
+	rootfsErr := s.images.RemoveRootfs(ctx, rec.ID)
+	if rootfsErr != nil {
+		rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
 	}
 	phase("rootfs")
+	wg.Wait()
+	if err := errors.Join(rtDelErr, rootfsErr); err != nil {
+		return err
+	}
 	if err := s.hit(ctx, "stop.release_pause"); err != nil {
 		return err
 	}
