@@ -386,7 +386,16 @@ title="containerd $(containerd --version | awk '{print $3}') (CRI plugin, io.con
 echo "$title"
 echo "networks: podbay its default network $pb_subnet on $pb_bridge (conflist ipMasq $pb_masq); containerd $ctr_subnet on $ctr_bridge (bridge ipMasq true, host-local, portmap, bandwidth); registry $registry"
 
-"$bin/podbay-bench" compare \
+# The floor: runc's create and start alone, on a busybox root filesystem.
+floor_rootfs=$tmp/floor-rootfs
+mkdir -p "$floor_rootfs/bin" "$floor_rootfs/proc" "$floor_rootfs/sys" "$floor_rootfs/dev"
+cp /bin/busybox "$floor_rootfs/bin/"
+ln -s busybox "$floor_rootfs/bin/sleep"
+floor_args=()
+[ "$HANDLER_TYPE" = oci ] && floor_args=(-floor-runtime "$(command -v runc)" -floor-rootfs "$floor_rootfs" \
+	-floor-dir "$tmp/floor" -floor-cgroup-parent "$cgroup_base/floor")
+
+"$bin/podbay-bench" compare "${floor_args[@]}" \
 	-containerd-socket "$ctr/containerd.sock" -containerd-pid "$ctr_pid" -containerd-procs "$ctr/" \
 	-containerd-log-dir "$tmp/podlogs/ctr" -containerd-cgroup-parent "$cgroup_base/ctr" \
 	-podbay-socket "$pb/podbayd.sock" -podbay-pid "$pb_pid" -podbay-procs "$pb/" \

@@ -66,6 +66,8 @@ type compareOptions struct {
 	markdown      string
 	title         string
 	notes         []string
+	// The runtime alone (compare_floor.go); no floor without floorRuntime.
+	floorRuntime, floorRootfs, floorDir, floorCgroupParent string
 }
 
 type stringList []string
@@ -101,6 +103,10 @@ func parseCompareFlags(args []string) (compareOptions, error) {
 	fs.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this `file`")
 	fs.StringVar(&o.title, "title", "", "a line printed above the table (what ran)")
 	fs.Var((*stringList)(&o.notes), "note", "a line printed below the table (repeatable)")
+	fs.StringVar(&o.floorRuntime, "floor-runtime", "", "also time this OCI runtime's create and start alone, each round (the floor of Create+StartContainer)")
+	fs.StringVar(&o.floorRootfs, "floor-rootfs", "", "the floor's busybox root filesystem (with bin/sleep)")
+	fs.StringVar(&o.floorDir, "floor-dir", "", "a new `dir` for the floor's runtime state and bundles (removed afterwards)")
+	fs.StringVar(&o.floorCgroupParent, "floor-cgroup-parent", "/podbay-bench-floor", "cgroup parent of the floor's containers")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -126,6 +132,8 @@ func parseCompareFlags(args []string) (compareOptions, error) {
 		return o, errors.New("-scale must not be negative, and -scale-samples positive")
 	case o.timeout <= 0 || o.stopTimeout < 0 || o.stopTimeout%time.Second != 0:
 		return o, errors.New("-timeout must be positive and -stop-timeout whole seconds")
+	case o.floorRuntime != "" && (o.floorRootfs == "" || o.floorDir == ""):
+		return o, errors.New("-floor-runtime needs -floor-rootfs and -floor-dir")
 	}
 	return o, nil
 }
@@ -233,6 +241,17 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		{"scratch", func(ctx context.Context, t *target) error { return t.scratchBlock(ctx, perRound) }},
 		{"throughput", func(ctx context.Context, t *target) error { return t.throughputBlock(ctx, o.concurrency) }},
 	}
+	var fl *floor
+	if o.floorRuntime != "" {
+		if fl, err = newFloor(o.floorRuntime, o.floorDir, o.floorRootfs, o.floorCgroupParent); err != nil {
+			return err
+		}
+		defer func() {
+			if err := fl.cleanup(context.WithoutCancel(ctx)); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("floor: %w", err))
+			}
+		}()
+	}
 	start := time.Now()
 	for r := range o.rounds {
 		order := []*target{targets[sideContainerd], targets[sidePodbay]}
@@ -247,6 +266,11 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 				if err := bl.run(ctx, t); err != nil {
 					return fmt.Errorf("round %d, %s block, %s: %w", r+1, bl.name, t.name, err)
 				}
+			}
+		}
+		if fl != nil {
+			if err := fl.block(ctx, perRound); err != nil {
+				return fmt.Errorf("round %d, floor block: %w", r+1, err)
 			}
 		}
 		fmt.Fprintf(out, "round %d/%d done (%s)\n", r+1, o.rounds, time.Since(start).Round(time.Second))
@@ -276,6 +300,9 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 	}
 
 	tbl := buildTable(o, targets)
+	if fl != nil {
+		tbl.floor = fl.report(tbl)
+	}
 	fmt.Fprintln(out)
 	if o.title != "" {
 		fmt.Fprintln(out, o.title)

@@ -84,7 +84,8 @@ func (r tableRow) verdict() string {
 }
 
 type table struct {
-	rows []tableRow
+	rows  []tableRow
+	floor string // the runtime alone (compare_floor.go); "" when not measured
 }
 
 // targets are issue 12's, by row.
@@ -233,6 +234,9 @@ func (t table) printText(w io.Writer) {
 	}
 	met, total := t.score()
 	fmt.Fprintf(w, "targets met: %d of %d\n", met, total)
+	if t.floor != "" {
+		fmt.Fprintln(w, t.floor)
+	}
 	fmt.Fprintln(w, legend)
 }
 
@@ -271,7 +275,11 @@ func (t table) printMarkdown(w io.Writer, o compareOptions) {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
 	}
 	met, total := t.score()
-	fmt.Fprintf(w, "\nTargets met: %d of %d. %s", met, total, legend)
+	fmt.Fprintf(w, "\nTargets met: %d of %d. ", met, total)
+	if t.floor != "" {
+		fmt.Fprintf(w, "The %s. ", strings.TrimPrefix(t.floor, "floor: "))
+	}
+	fmt.Fprint(w, legend)
 	for _, n := range o.notes {
 		fmt.Fprintf(w, " %s", n)
 	}
