@@ -75,7 +75,9 @@ func TestRunPodSandboxUndoOnFakes(t *testing.T) {
 		// What the undo must have called.
 		netnsRemoved, runtimeDeleted, networkDeleted bool
 	}{
-		{"rootfs create", func(e *testEnv) { e.img.failOn("createrootfs", boom) }, false, false, false},
+		// An oci handler makes the root filesystem beside CNI ADD, after
+		// the pin: all is undone.
+		{"rootfs create", func(e *testEnv) { e.img.failOn("createrootfs", boom) }, true, true, true},
 		{"netns pin", func(e *testEnv) { e.ns.failOn("pin", boom) }, true, false, false},
 		{"cni add", func(e *testEnv) { e.net.setupErr = boom }, true, false, true},
 		{"runtime create", func(e *testEnv) { e.rt.failOn("create", boom) }, true, true, true},

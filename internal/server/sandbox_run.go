@@ -158,11 +158,23 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType s
 	if u, err := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()); err == nil {
 		ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(u) // validated by RunPodSandbox
 	}
-	rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, ropts)
-	if err != nil {
-		return nil, fmt.Errorf("create sandbox root filesystem: %w", err)
+	makeRootfs := func(ctx context.Context) (string, error) {
+		rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, ropts)
+		if err != nil {
+			return "", fmt.Errorf("create sandbox root filesystem: %w", err)
+		}
+		return rootfs, nil
 	}
-	timer.Phase("rootfs")
+	// Where CNI ADD and the runtime's create overlap, the root filesystem
+	// is made beside ADD too, on the create's side.
+	overlap := overlapNetworkAndCreate(rec, handlerType, cfg)
+	var rootfs string
+	if !overlap {
+		if rootfs, err = makeRootfs(ctx); err != nil {
+			return nil, err
+		}
+		timer.Phase("rootfs")
+	}
 
 	key := rec.NetworkSettings.SandboxKey
 	if rec.NetworkMode == sandbox.ModeCNI {
@@ -181,7 +193,6 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType s
 	}
 
 	att := attachment(rec, cfg, key)
-	overlap := overlapNetworkAndCreate(rec, handlerType, cfg)
 	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderBefore {
 		// Registered before ADD: an ADD that failed half way still needs DEL.
 		defer rb.OnError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
@@ -199,7 +210,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType s
 		return rt.Delete(ctx, id)
 	})
 	if overlap {
-		if err := s.setupNetworkWhileCreating(ctx, sb, rt, att, cfg, files, rootfs, pauseArgs(pause), timer); err != nil {
+		if err := s.setupNetworkWhileCreating(ctx, sb, rt, att, cfg, files, makeRootfs, pauseArgs(pause), timer); err != nil {
 			return nil, err
 		}
 	} else {

@@ -43,18 +43,16 @@ func overlapNetworkAndCreate(rec sandbox.Record, handlerType string, cfg *runtim
 	return true
 }
 
-// setupNetworkWhileCreating is setupNetwork and createSandboxContainer at
-// once (see overlapNetworkAndCreate). One record write before both says
-// that a CNI DEL is owed and that the runtime may hold state, so a crash
-// during either leaves what recovery needs; one write after both stores
-// the network settings and the pause pid. The caller registered both undos
-// (CNI DEL and runtime delete) before the call: a failure of either step
-// is returned once both have finished, and the caller's chain undoes both.
-func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, att network.Attachment, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string, timer *metrics.Timer) error {
-	bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
-	if err != nil {
-		return err
-	}
+// setupNetworkWhileCreating is setupNetwork and, beside it, the pause
+// container's root filesystem (makeRootfs), bundle and runtime create
+// (see overlapNetworkAndCreate). One record write before both says that a
+// CNI DEL is owed and that the runtime may hold state, so a crash during
+// either leaves what recovery needs; one write after both stores the
+// network settings and the pause pid. The caller registered every undo
+// (root filesystem removal, CNI DEL, runtime delete) before the call: a
+// failure of either side is returned once both have finished, and the
+// caller's chain undoes both.
+func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, att network.Attachment, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, makeRootfs func(context.Context) (string, error), args []string, timer *metrics.Timer) error {
 	if _, err := s.advance(sb, func(r *sandbox.Record) error {
 		if err := r.BeginNetworkSetup(); err != nil {
 			return err
@@ -63,7 +61,6 @@ func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sand
 	}); err != nil {
 		return err
 	}
-	timer.Phase("bundle")
 
 	var (
 		wg       sync.WaitGroup
@@ -78,14 +75,27 @@ func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sand
 		settings, netErr = s.network.Setup(ctx, att)
 		netTook = time.Since(start)
 	}()
-	start := time.Now()
-	pid, createErr := s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle, cfg)
-	createTook := time.Since(start)
+	var pid int
+	createErr := func() error {
+		phase := s.phaseClock("run", nil)
+		rootfs, err := makeRootfs(ctx)
+		if err != nil {
+			return err
+		}
+		phase("rootfs")
+		bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
+		if err != nil {
+			return err
+		}
+		phase("bundle")
+		pid, err = s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle, cfg)
+		phase("runtime_create")
+		return err
+	}()
 	wg.Wait()
 	// Each step's own time; the wall time of the two together is the
 	// timer's phase once both succeeded.
 	s.metrics.ObservePhase("run", "cni", netTook)
-	s.metrics.ObservePhase("run", "runtime_create", createTook)
 	switch {
 	case netErr != nil && createErr != nil:
 		return errors.Join(fmt.Errorf("set up pod network: %w", netErr), createErr)

@@ -143,9 +143,10 @@ func TestTraceSandboxLifecycle(t *testing.T) {
 	wantAttr(t, run, "rpc.grpc.status_code", int64(0))
 	wantAttr(t, run, attrPodSandboxID, id)
 
-	// An oci handler: CNI ADD and the runtime's create overlap, one phase.
-	want := []string{"sandbox.run.pause_image", "sandbox.run.prepare", "sandbox.run.rootfs", "sandbox.run.netns",
-		"sandbox.run.bundle", "sandbox.run.cni_and_create", "sandbox.run.runtime_start", "sandbox.run.persist"}
+	// An oci handler: CNI ADD and, beside it, the root filesystem, bundle
+	// and runtime's create, one phase.
+	want := []string{"sandbox.run.pause_image", "sandbox.run.prepare", "sandbox.run.netns",
+		"sandbox.run.cni_and_create", "sandbox.run.runtime_start", "sandbox.run.persist"}
 	if got := childNames(exp, run); !slices.Equal(got, want) {
 		t.Fatalf("RunPodSandbox's children:\n got %v\nwant %v", got, want)
 	}
@@ -264,8 +265,8 @@ func TestTraceErrors(t *testing.T) {
 		t.Error("a failed RunPodSandbox names a pod")
 	}
 	got := childNames(exp, run)
-	if !slices.Contains(got, "sandbox.run.bundle") || slices.Contains(got, "sandbox.run.cni_and_create") {
-		t.Errorf("failed RunPodSandbox's children %v: want the phases up to bundle, not cni_and_create", got)
+	if !slices.Contains(got, "sandbox.run.netns") || slices.Contains(got, "sandbox.run.cni_and_create") {
+		t.Errorf("failed RunPodSandbox's children %v: want the phases up to netns, not cni_and_create", got)
 	}
 
 	exp.Reset()
