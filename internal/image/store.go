@@ -181,6 +181,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			_, _ = st.Shutdown(false)
 			return nil, err
 		}
+		m := s.metrics
+		observeUnpack := func(d time.Duration) { m.observePhase("layer", "unpack", d) }
+		layerUnpackObserver.Store(&observeUnpack)
 	}
 	// Downloads in flight when the daemon died are garbage: c/image keeps
 	// blobs there only until the layer is committed.
@@ -198,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s.gcPending.Store(true)
 	s.collectOrphanLayers(ctx)
 	log.G(ctx).Info("image store ready", "root", st.GraphRoot(), "driver", cfg.Driver,
-		"options", strings.Join(cfg.DriverOptions, ","))
+		"options", strings.Join(cfg.DriverOptions, ","), "unpack", unpackMode(cfg.Driver))
 	return s, nil
 }
 

@@ -1,0 +1,208 @@
+package image
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+	_ "unsafe" // go:linkname
+
+	// The overlay driver's package must be initialized before this one
+	// replaces its untar.
+	_ "github.com/containers/storage/drivers/overlay"
+	"github.com/containers/storage/pkg/archive"
+	"github.com/containers/storage/pkg/chrootarchive"
+	"github.com/containers/storage/pkg/idtools"
+	"github.com/containers/storage/pkg/unshare"
+	"golang.org/x/sys/unix"
+)
+
+// containers/storage's overlay driver unpacks each layer through its
+// package variable untar, chrootarchive.UntarUncompressed: a re-executed
+// copy of the daemon ("storage-untar") that chroots into the layer's diff
+// directory and unpacks the tar it reads on stdin. The chroot is what stops
+// a hostile tar from writing outside the layer through its own symlinks
+// ("a -> /etc", then "a/passwd"). The child costs a fork and exec of the
+// whole podbayd and its Go package initialization, about 20 ms, per layer:
+// more than unpacking a small layer takes.
+//
+// unpackConfined does the same unpacking in this process: on a goroutine
+// locked to an OS thread that unshares its filesystem attributes
+// (CLONE_FS), so that its root directory is its own, and chroots into the
+// layer's diff directory, opened first as the child's is. The thread never
+// runs anything else: the goroutine exits locked, so the Go runtime ends
+// the thread, and the runtime does not clone new threads from a locked
+// one. The protection is the child's chroot: every path the tar names
+// resolves inside the layer. (The child pivot_roots into a private mount
+// namespace when it can and chroots when it cannot; neither leaves
+// anything but the layer reachable by path, and the unpacking code runs
+// no program.)
+//
+// The variable is replaced through go:linkname, which the Go toolchain
+// checks by name only, so the replacement is installed only with the
+// containers/storage version whose overlay.untar was read and found to be
+// a func(io.Reader, string, *archive.TarOptions) error; any other version
+// keeps the re-executed child, and TestUnpackInProcessActive fails so that
+// the next upgrade re-checks it.
+
+//go:linkname overlayUntar github.com/containers/storage/drivers/overlay.untar
+var overlayUntar func(io.Reader, string, *archive.TarOptions) error
+
+// unpackVerifiedStorage is the containers/storage version overlayUntar was
+// checked against.
+const unpackVerifiedStorage = "v1.58.0"
+
+// unpackInProcess reports whether the overlay driver unpacks in process.
+var unpackInProcess bool
+
+// unpackFallback is set once the confined thread could not be set up
+// (unshare or chroot refused, as under a seccomp profile that denies
+// them): from then on every layer goes to the re-executed child.
+var unpackFallback atomic.Bool
+
+// layerUnpackObserver, when set, receives the duration of each layer
+// unpacked in process (metrics.go).
+var layerUnpackObserver atomic.Pointer[func(time.Duration)]
+
+func init() {
+	switch storageModuleVersion() {
+	case unpackVerifiedStorage:
+	case "":
+		// A test binary: it carries no dependency versions.
+		// TestUnpackVerifiedVersion checks go.mod's instead.
+	default:
+		return
+	}
+	overlayUntar = unpackConfined
+	unpackInProcess = true
+}
+
+// unpackMode describes how driver's layers are unpacked, for the log.
+func unpackMode(driver string) string {
+	switch {
+	case driver != "overlay" && driver != "overlay2":
+		return "re-executed child"
+	case !unpackInProcess:
+		return "re-executed child (containers/storage " + storageModuleVersion() + " not verified for in-process unpacking)"
+	case unpackFallback.Load():
+		return "re-executed child (confined thread unavailable)"
+	}
+	return "in process, chrooted thread"
+}
+
+// storageModuleVersion is the containers/storage version linked in: ""
+// when the binary records no dependencies (go test's), "replaced" when
+// go.mod replaces the module.
+func storageModuleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, dep := range info.Deps {
+		if dep.Path == "github.com/containers/storage" {
+			if dep.Replace != nil {
+				return "replaced"
+			}
+			return dep.Version
+		}
+	}
+	return ""
+}
+
+// warmOutside runs, before the first chroot, what the unpacking would
+// otherwise initialize once for the whole process from inside it, where
+// /proc and /etc are the layer's: containers/storage's rootless check
+// (the overlay xattr names depend on it) and the local time zone (a log
+// line's timestamp).
+var warmOutside = sync.OnceFunc(func() {
+	_ = unshare.IsRootless()
+	_, _ = time.Now().Local().Zone()
+})
+
+// errConfineSetup is a failure to set up the confined thread, before
+// anything was read from the layer.
+var errConfineSetup = errors.New("cannot confine the unpacking thread")
+
+// unpackConfined unpacks the uncompressed layer tar r into dest, confined
+// to dest; it replaces chrootarchive.UntarUncompressed and behaves as it.
+func unpackConfined(r io.Reader, dest string, options *archive.TarOptions) error {
+	// ID-mapped layers keep c/storage's own path: that is what they were
+	// tested with.
+	if unpackFallback.Load() || options == nil || len(options.UIDMaps) > 0 || len(options.GIDMaps) > 0 {
+		return chrootarchive.UntarUncompressed(r, dest, options)
+	}
+	if r == nil {
+		return errors.New("empty archive")
+	}
+	start := time.Now()
+	warmOutside()
+	dest = filepath.Clean(dest)
+	if _, err := os.Lstat(dest); errors.Is(err, os.ErrNotExist) {
+		if err := idtools.MkdirAllAndChownNew(dest, 0o755, idtools.IDPair{}); err != nil {
+			return err
+		}
+	}
+	// The directory is opened here and entered by descriptor, so that a
+	// path component swapped for a symlink meanwhile does not move the
+	// root (as chrootarchive does it).
+	root, err := os.OpenFile(dest, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+
+	done := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread's root is dest, so it must end with
+		// this goroutine.
+		runtime.LockOSThread()
+		done <- unpackInRoot(r, int(root.Fd()), options)
+	}()
+	err = <-done
+	if errors.Is(err, errConfineSetup) {
+		// Nothing was read yet: the child can still do it.
+		unpackFallback.Store(true)
+		return chrootarchive.UntarUncompressed(r, dest, options)
+	}
+	if err != nil {
+		return fmt.Errorf("unpacking failed: %w", err)
+	}
+	// As the child does: read what follows the tar's end (its zero
+	// padding), which the caller's tar-split still records.
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	if obs := layerUnpackObserver.Load(); obs != nil {
+		(*obs)(time.Since(start))
+	}
+	return nil
+}
+
+// unpackInRoot runs on a locked thread of its own: it makes the directory
+// rootFd the thread's root and unpacks r there.
+func unpackInRoot(r io.Reader, rootFd int, options *archive.TarOptions) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic while unpacking: %v", p)
+		}
+	}()
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("%w: unshare: %w", errConfineSetup, err)
+	}
+	if err := unix.Fchdir(rootFd); err != nil {
+		return fmt.Errorf("%w: fchdir: %w", errConfineSetup, err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("%w: chroot: %w", errConfineSetup, err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("%w: chdir: %w", errConfineSetup, err)
+	}
+	return archive.Unpack(r, "/", options)
+}
