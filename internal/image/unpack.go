@@ -204,5 +204,118 @@ func unpackInRoot(r io.Reader, rootFd int, options *archive.TarOptions) (err err
 	if err := unix.Chdir("/"); err != nil {
 		return fmt.Errorf("%w: chdir: %w", errConfineSetup, err)
 	}
-	return archive.Unpack(r, "/", options)
+	// r is fed by other goroutines (decompression, tar-split) in small
+	// writes; a locked thread is woken by a futex for each, so it reads
+	// from a prefetcher that hands it large chunks instead.
+	pr := newPrefetcher(r)
+	defer pr.stop()
+	if err := archive.Unpack(pr, "/", options); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, pr)
+	return err
+}
+
+// Prefetching: chunks of prefetchChunk bytes, at most prefetchChunks of
+// them read ahead.
+const (
+	prefetchChunk  = 256 << 10
+	prefetchChunks = 8
+)
+
+// prefetcher reads a stream ahead on a goroutine of its own.
+type prefetcher struct {
+	full   chan []byte // chunks read, in order; closed at the end
+	free   chan []byte // consumed chunks' buffers, for reuse
+	stopc  chan struct{}
+	exited chan struct{}
+	err    error // why reading ended (io.EOF at the end); set before full is closed
+
+	cur []byte // what is left of the chunk being read
+	buf []byte // that chunk's whole buffer
+}
+
+func newPrefetcher(r io.Reader) *prefetcher {
+	p := &prefetcher{
+		full:   make(chan []byte, prefetchChunks),
+		free:   make(chan []byte, prefetchChunks),
+		stopc:  make(chan struct{}),
+		exited: make(chan struct{}),
+	}
+	go p.fill(r)
+	return p
+}
+
+func (p *prefetcher) fill(r io.Reader) {
+	defer close(p.exited)
+	defer close(p.full)
+	allocated := 0
+	for {
+		var buf []byte
+		select {
+		case buf = <-p.free:
+		default:
+			if allocated < prefetchChunks {
+				buf = make([]byte, prefetchChunk)
+				allocated++
+			} else {
+				select {
+				case buf = <-p.free:
+				case <-p.stopc:
+					return
+				}
+			}
+		}
+		n := 0
+		var err error
+		for n < len(buf) && err == nil {
+			var m int
+			m, err = r.Read(buf[n:])
+			n += m
+			select {
+			case <-p.stopc:
+				return
+			default:
+			}
+		}
+		if n > 0 {
+			select {
+			case p.full <- buf[:n]:
+			case <-p.stopc:
+				return
+			}
+		}
+		if err != nil {
+			p.err = err
+			return
+		}
+	}
+}
+
+// Read returns the stream's bytes in order, then its error (io.EOF).
+func (p *prefetcher) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.buf != nil {
+			p.free <- p.buf // never blocks: at most prefetchChunks buffers exist
+			p.buf = nil
+		}
+		chunk, ok := <-p.full
+		if !ok {
+			if p.err == nil {
+				return 0, errors.New("prefetch stopped")
+			}
+			return 0, p.err
+		}
+		p.cur, p.buf = chunk, chunk[:cap(chunk)]
+	}
+	n := copy(b, p.cur)
+	p.cur = p.cur[n:]
+	return n, nil
+}
+
+// stop ends the reading ahead and waits until the stream is no longer
+// read.
+func (p *prefetcher) stop() {
+	close(p.stopc)
+	<-p.exited
 }

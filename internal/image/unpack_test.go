@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -187,13 +188,28 @@ func TestUnpackConfinedMatchesChild(t *testing.T) {
 		{hdr: tar.Header{Name: "empty", Typeflag: tar.TypeReg, Mode: 0o444}},
 		{hdr: tar.Header{Name: "x/../y", Typeflag: tar.TypeReg, Mode: 0o644}, body: "cleaned"},
 	}
+	// A big file too, so that the stream spans several prefetch chunks.
+	entries = append(entries, tarEntry{hdr: tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644},
+		body: strings.Repeat("0123456789abcdef", 3*prefetchChunk/16+100)})
 	data := buildTar(t, entries, 4096)
 	opts := func() *archive.TarOptions {
 		return &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat}
 	}
 
 	inProc := filepath.Join(t.TempDir(), "diff")
-	cr := &countingReader{r: bytes.NewReader(data)}
+	// As c/storage feeds it: through a pipe, in small writes.
+	pr, pw := io.Pipe()
+	go func() {
+		for rest := data; len(rest) > 0; {
+			n := min(len(rest), 512)
+			if _, err := pw.Write(rest[:n]); err != nil {
+				return
+			}
+			rest = rest[n:]
+		}
+		pw.Close()
+	}()
+	cr := &countingReader{r: pr}
 	if err := unpackConfined(cr, inProc, opts()); err != nil {
 		t.Fatalf("unpackConfined: %v", err)
 	}
@@ -319,3 +335,44 @@ func TestUnpackConfinedBadTar(t *testing.T) {
 		t.Fatalf("unpackConfined(garbage) = %v, want an unpacking error", err)
 	}
 }
+
+// The prefetcher returns the stream exactly, its error at the end, and,
+// stopped early, no longer reads the stream once stop returns.
+func TestPrefetcher(t *testing.T) {
+	data := bytes.Repeat([]byte("podbay"), prefetchChunk)
+	p := newPrefetcher(iotestHalfReader{bytes.NewReader(data)})
+	got, err := io.ReadAll(p)
+	p.stop()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadAll = %d bytes, %v; want %d bytes", len(got), err, len(data))
+	}
+
+	boom := errors.New("boom")
+	p = newPrefetcher(io.MultiReader(bytes.NewReader(data[:1000]), errReader{boom}))
+	got, err = io.ReadAll(p)
+	p.stop()
+	if !errors.Is(err, boom) || len(got) != 1000 {
+		t.Fatalf("ReadAll = %d bytes, %v; want 1000 bytes, boom", len(got), err)
+	}
+
+	// Stopped after one read: the producer is gone, nothing reads r.
+	cr := &countingReader{r: bytes.NewReader(bytes.Repeat(data, 8))}
+	p = newPrefetcher(cr)
+	if _, err := p.Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	p.stop()
+	n := cr.n
+	time.Sleep(10 * time.Millisecond)
+	if cr.n != n || n > (prefetchChunks+1)*prefetchChunk {
+		t.Errorf("read %d then %d bytes after stop; at most %d ahead", n, cr.n, (prefetchChunks+1)*prefetchChunk)
+	}
+}
+
+type iotestHalfReader struct{ r io.Reader }
+
+func (h iotestHalfReader) Read(p []byte) (int, error) { return h.r.Read(p[:(len(p)+1)/2]) }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
