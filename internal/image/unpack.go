@@ -38,8 +38,9 @@ import (
 // layer's diff directory, opened first as the child's is. The thread never
 // runs anything else: the goroutine exits locked, so the Go runtime ends
 // the thread, and the runtime does not clone new threads from a locked
-// one. The protection is the child's chroot: every path the tar names
-// resolves inside the layer. (The child pivot_roots into a private mount
+// one. It is never the main thread (onOwnThread), whose root the kernel
+// uses for /proc/self. The protection is the child's chroot: every path
+// the tar names resolves inside the layer. (The child pivot_roots into a private mount
 // namespace when it can and chroots when it cannot; neither leaves
 // anything but the layer reachable by path, and the unpacking code runs
 // no program.)
@@ -157,14 +158,7 @@ func unpackConfined(r io.Reader, dest string, options *archive.TarOptions) error
 	}
 	defer root.Close()
 
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread's root is dest, so it must end with
-		// this goroutine.
-		runtime.LockOSThread()
-		done <- unpackInRoot(r, int(root.Fd()), options)
-	}()
-	err = <-done
+	err = onOwnThread(func() error { return unpackInRoot(r, int(root.Fd()), options) })
 	if errors.Is(err, errConfineSetup) {
 		// Nothing was read yet: the child can still do it.
 		unpackFallback.Store(true)
@@ -184,6 +178,39 @@ func unpackConfined(r io.Reader, dest string, options *archive.TarOptions) error
 	return nil
 }
 
+// isMainThread reports whether the calling (locked) goroutine runs on the
+// process's main thread; a variable for the tests.
+var isMainThread = func() bool { return unix.Gettid() == unix.Getpid() }
+
+// onOwnThread runs f on a goroutine locked to a thread that ends with it,
+// and returns its error. That thread is never the main thread: the Go
+// runtime does not end the main thread but parks it forever, with the
+// root f gave it, and the main thread's root is what the kernel resolves
+// /proc/self/mountinfo against (containers/storage's and podbay's mount
+// checks would see only the layer).
+func onOwnThread(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if isMainThread() {
+			// Hold the main thread, so that the nested goroutine gets
+			// another, and give it back unchanged.
+			defer runtime.UnlockOSThread()
+			inner := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread() // never unlocked: see unpackConfined
+				inner <- f()
+			}()
+			done <- <-inner
+			return
+		}
+		// Never unlocked: the thread's root is the layer, so it must end
+		// with this goroutine.
+		done <- f()
+	}()
+	return <-done
+}
+
 // unpackInRoot runs on a locked thread of its own: it makes the directory
 // rootFd the thread's root and unpacks r there.
 func unpackInRoot(r io.Reader, rootFd int, options *archive.TarOptions) (err error) {
@@ -192,6 +219,9 @@ func unpackInRoot(r io.Reader, rootFd int, options *archive.TarOptions) (err err
 			err = fmt.Errorf("panic while unpacking: %v", p)
 		}
 	}()
+	if unix.Gettid() == unix.Getpid() {
+		return fmt.Errorf("%w: on the main thread", errConfineSetup)
+	}
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("%w: unshare: %w", errConfineSetup, err)
 	}

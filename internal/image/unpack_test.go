@@ -376,3 +376,44 @@ func (h iotestHalfReader) Read(p []byte) (int, error) { return h.r.Read(p[:(len(
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// Unpacking never leaves the main thread chrooted: the kernel resolves
+// /proc/self (mountinfo, root) against it, and the Go runtime parks rather
+// than ends a main thread whose goroutine exited locked. Many unpackings
+// give the scheduler many chances to pick the main thread.
+func TestUnpackLeavesMainThreadRoot(t *testing.T) {
+	requireRoot(t)
+	data := buildTar(t, []tarEntry{{hdr: tar.Header{Name: "f", Typeflag: tar.TypeReg, Mode: 0o644}, body: "x"}}, 0)
+	base := t.TempDir()
+	for i := range 200 {
+		if err := unpackConfined(bytes.NewReader(data), filepath.Join(base, fmt.Sprint(i)), &archive.TarOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if root, err := os.Readlink("/proc/self/root"); err != nil || root != "/" {
+		t.Fatalf("/proc/self/root = %q, %v: the main thread was chrooted", root, err)
+	}
+}
+
+// On the main thread, onOwnThread runs f on another thread and gives the
+// main thread back.
+func TestOnOwnThreadNotMain(t *testing.T) {
+	old := isMainThread
+	t.Cleanup(func() { isMainThread = old })
+	var outer int
+	isMainThread = func() bool {
+		outer = unix.Gettid()
+		return true
+	}
+	var inner int
+	err := onOwnThread(func() error {
+		inner = unix.Gettid()
+		return errors.New("f's error")
+	})
+	if err == nil || err.Error() != "f's error" {
+		t.Fatalf("onOwnThread = %v, want f's error", err)
+	}
+	if inner == 0 || inner == outer {
+		t.Fatalf("f ran on thread %d, the held thread is %d", inner, outer)
+	}
+}
