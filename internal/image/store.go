@@ -10,8 +10,10 @@
 // directories beside them are <graph root>/tmp (downloads in flight, emptied
 // at start) and <graph root>/cache (containers/image's blob-info cache).
 //
-// containers/storage unpacks layers in a re-executed, chrooted copy of the
-// daemon: podbayd's main must call ReexecInit first.
+// Overlay layers are unpacked in process on a chrooted thread (unpack.go);
+// containers/storage still re-executes the daemon for its other chrooted
+// work (other drivers' unpacking, layer diffs), so podbayd's main must call
+// ReexecInit first.
 package image
 
 import (
