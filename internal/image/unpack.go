@@ -40,17 +40,19 @@ import (
 // the thread, and the runtime does not clone new threads from a locked
 // one. It is never the main thread (onOwnThread), whose root the kernel
 // uses for /proc/self. The protection is the child's chroot: every path
-// the tar names resolves inside the layer. (The child pivot_roots into a private mount
-// namespace when it can and chroots when it cannot; neither leaves
-// anything but the layer reachable by path, and the unpacking code runs
-// no program.)
+// the tar names resolves inside the layer. (The child pivot_roots into a
+// private mount namespace when it can and chroots when it cannot; neither
+// leaves anything but the layer reachable by path, and the unpacking code
+// runs no program.) Digests are untouched: containers/image and
+// containers/storage verify the stream around this function as before.
 //
 // The variable is replaced through go:linkname, which the Go toolchain
 // checks by name only, so the replacement is installed only with the
 // containers/storage version whose overlay.untar was read and found to be
-// a func(io.Reader, string, *archive.TarOptions) error; any other version
-// keeps the re-executed child, and TestUnpackInProcessActive fails so that
-// the next upgrade re-checks it.
+// a func(io.Reader, string, *archive.TarOptions) error; a binary built
+// with any other version keeps the re-executed child (podbayd logs which
+// at start), and TestUnpackVerifiedVersion fails on go.mod so that the next
+// upgrade re-checks it.
 
 //go:linkname overlayUntar github.com/containers/storage/drivers/overlay.untar
 var overlayUntar func(io.Reader, string, *archive.TarOptions) error
@@ -68,7 +70,7 @@ var unpackInProcess bool
 var unpackFallback atomic.Bool
 
 // layerUnpackObserver, when set, receives the duration of each layer
-// unpacked in process (metrics.go).
+// unpacked in process (New sets it to the pull metrics' "layer", "unpack").
 var layerUnpackObserver atomic.Pointer[func(time.Duration)]
 
 func init() {
