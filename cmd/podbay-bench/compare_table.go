@@ -328,7 +328,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // own p50/p95 (since it started).
 func printPhases(w io.Writer, before, after metricSet) {
 	r := report{before: before, after: after, scraped: true}
-	for _, metric := range []string{phaseMetric, "podbay_container_phase_duration_seconds"} {
+	for _, metric := range []string{phaseMetric, "podbay_container_phase_duration_seconds", "podbay_image_phase_duration_seconds"} {
 		keys := after.phases(metric)
 		if len(keys) == 0 {
 			continue

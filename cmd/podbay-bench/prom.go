@@ -171,6 +171,8 @@ var phaseOrder = map[string][]string{
 	"run":    {"pause_image", "prepare", "rootfs", "netns", "bundle", "cni", "runtime_create", "cni_and_create", "runtime_start", "persist"},
 	"stop":   {"containers", "cni", "netns", "runtime_stop", "runtime_delete", "rootfs", "network_and_kill", "persist"},
 	"remove": {"containers", "runtime_delete", "rootfs", "runtime_delete_and_rootfs", "netns", "persist"},
+	// podbay_image_phase_duration_seconds: a pull, and each layer's unpacking.
+	"pull": {"resolve", "manifest", "layers", "commit", "record"},
 }
 
 // phases lists the (operation, phase) series of the summary name in the

@@ -12,6 +12,9 @@ import (
 type pullMetrics struct {
 	bytes    prometheus.Counter
 	duration *prometheus.HistogramVec
+	// phase is where a pull's time goes (pullPhases), and each layer's
+	// in-process unpacking ("layer", "unpack").
+	phase *prometheus.SummaryVec
 }
 
 func newPullMetrics(reg prometheus.Registerer) (*pullMetrics, error) {
@@ -25,6 +28,13 @@ func newPullMetrics(reg prometheus.Registerer) (*pullMetrics, error) {
 			Help:    "Duration of image pulls, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 		}, []string{"outcome"}),
+		phase: prometheus.NewSummaryVec(prometheus.SummaryOpts{
+			Name: "podbay_image_phase_duration_seconds",
+			Help: "Latency of each phase of a successful image pull (operation pull: resolve, manifest, " +
+				"layers, commit, record) and of each layer's unpacking (operation layer, phase unpack).",
+			Objectives: map[float64]float64{0.5: 0.01, 0.95: 0.005, 0.99: 0.001},
+			MaxAge:     10 * time.Minute,
+		}, []string{"operation", "phase"}),
 	}
 	// A second store on the same registry (tests, a re-opened store)
 	// shares the collectors already there.
@@ -41,6 +51,13 @@ func newPullMetrics(reg prometheus.Registerer) (*pullMetrics, error) {
 			return nil, fmt.Errorf("register image pull metrics: %w", err)
 		}
 		m.duration = existing
+	}
+	if err := reg.Register(m.phase); err != nil {
+		existing, ok := alreadyRegistered[*prometheus.SummaryVec](err)
+		if !ok {
+			return nil, fmt.Errorf("register image pull metrics: %w", err)
+		}
+		m.phase = existing
 	}
 	return m, nil
 }
@@ -71,4 +88,41 @@ func (m *pullMetrics) observe(d time.Duration, err error) {
 		outcome = "failure"
 	}
 	m.duration.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+func (m *pullMetrics) observePhase(operation, phase string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.phase.WithLabelValues(operation, phase).Observe(d.Seconds())
+}
+
+// pullTimes are the moments of one successful pull that its phases lie
+// between.
+type pullTimes struct {
+	start     time.Time // Pull began: candidates, registries.conf, policy
+	copyStart time.Time // containers/image's copy began: manifest, policy check
+	firstBlob time.Time // the first blob began downloading (or was found present); zero: none
+	lastBlob  time.Time // the last blob was stored: downloaded, verified, its layer committed
+	copyEnd   time.Time // the copy returned: the image record, its names and big data written
+	end       time.Time // the Image was built from the record
+}
+
+// observePull records the phases of a successful pull: resolve (to the
+// copy), manifest (to the first blob), layers (to the last blob stored;
+// a layer is unpacked and committed as its download ends), commit (the
+// image record) and record (reading it back for the CRI).
+func (m *pullMetrics) observePull(t pullTimes) {
+	if m == nil {
+		return
+	}
+	m.observePhase("pull", "resolve", t.copyStart.Sub(t.start))
+	if t.firstBlob.IsZero() {
+		m.observePhase("pull", "manifest", t.copyEnd.Sub(t.copyStart))
+	} else {
+		m.observePhase("pull", "manifest", t.firstBlob.Sub(t.copyStart))
+		m.observePhase("pull", "layers", t.lastBlob.Sub(t.firstBlob))
+		m.observePhase("pull", "commit", t.copyEnd.Sub(t.lastBlob))
+	}
+	m.observePhase("pull", "record", t.end.Sub(t.copyEnd))
 }

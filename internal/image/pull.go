@@ -139,8 +139,11 @@ func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Nam
 	var errs []error
 	for _, named := range candidates {
 		progress := &pullProgress{ref: named.String(), metrics: s.metrics}
+		progress.times.start = start
 		img, err := s.copyFromRegistry(ctx, named, sys, policy, progress)
 		if err == nil {
+			progress.times.end = time.Now()
+			s.metrics.observePull(progress.times)
 			s.metrics.observe(time.Since(start), nil)
 			log.G(ctx).Info("pulled image", "ref", named.String(), "id", img.ID, "size", img.Size,
 				"downloaded", progress.bytes, "blobs", progress.blobs, "reused", progress.skipped,
@@ -206,6 +209,7 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 		defer close(drained)
 		progress.consume(ctx, events)
 	}()
+	progress.times.copyStart = time.Now()
 	_, err = copy.Image(ctx, policy, dest, src, &copy.Options{
 		SourceCtx:               sys,
 		DestinationCtx:          sys,
@@ -213,6 +217,7 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 		Progress:                events,
 		ReportResolvedReference: &resolved,
 	})
+	progress.times.copyEnd = time.Now()
 	close(events)
 	<-drained
 	if err != nil {
@@ -244,6 +249,9 @@ type pullProgress struct {
 	bytes    uint64         // written only by consume, read after it returned
 	blobs    int            // downloaded
 	skipped  int            // already present
+	// times: consume sets the blob moments (the channel is unbuffered,
+	// so an event is received as it is sent).
+	times pullTimes
 }
 
 func (p *pullProgress) consume(ctx context.Context, events <-chan types.ProgressProperties) {
@@ -252,6 +260,7 @@ func (p *pullProgress) consume(ctx context.Context, events <-chan types.Progress
 		if p.watchdog != nil {
 			p.watchdog.observe(ev.Event)
 		}
+		p.blobMoment(ev.Event, time.Now())
 		switch ev.Event {
 		case types.ProgressEventNewArtifact:
 			logger.Debug("pulling blob", "ref", p.ref, "digest", ev.Artifact.Digest, "size", ev.Artifact.Size)
@@ -267,6 +276,20 @@ func (p *pullProgress) consume(ctx context.Context, events <-chan types.Progress
 			p.skipped++
 			logger.Debug("blob already present", "ref", p.ref, "digest", ev.Artifact.Digest)
 		}
+	}
+}
+
+// blobMoment notes when the first blob began and the last one ended.
+func (p *pullProgress) blobMoment(ev types.ProgressEvent, now time.Time) {
+	switch ev {
+	case types.ProgressEventNewArtifact, types.ProgressEventSkipped:
+		if p.times.firstBlob.IsZero() {
+			p.times.firstBlob = now
+		}
+	}
+	switch ev {
+	case types.ProgressEventDone, types.ProgressEventSkipped:
+		p.times.lastBlob = now
 	}
 }
 

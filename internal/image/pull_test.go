@@ -125,10 +125,29 @@ func TestPullByTagAndDigest(t *testing.T) {
 			seen[f.GetName()] = f.GetMetric()[0].GetCounter().GetValue() > 0
 		case "podbay_image_pull_duration_seconds":
 			seen[f.GetName()] = f.GetMetric()[0].GetHistogram().GetSampleCount() == 2
+		case "podbay_image_phase_duration_seconds":
+			for _, m := range f.GetMetric() {
+				var op, phase string
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "operation":
+						op = l.GetValue()
+					case "phase":
+						phase = l.GetValue()
+					}
+				}
+				seen[op+"/"+phase] = m.GetSummary().GetSampleCount() > 0
+			}
 		}
 	}
 	if !seen["podbay_image_pull_bytes_total"] || !seen["podbay_image_pull_duration_seconds"] {
 		t.Errorf("metrics not recorded: %v", seen)
+	}
+	// Each phase of the pulls, and the layer's in-process unpacking.
+	for _, k := range []string{"pull/resolve", "pull/manifest", "pull/layers", "pull/commit", "pull/record", "layer/unpack"} {
+		if !seen[k] {
+			t.Errorf("phase %s not recorded: %v", k, seen)
+		}
 	}
 }
 

@@ -8,9 +8,10 @@ import "github.com/containers/storage/pkg/reexec"
 //		return
 //	}
 //
-// containers/storage unpacks layers in a chrooted child process that runs
-// the daemon's own binary; in that child ReexecInit runs the unpacking and
-// returns true. Without it the first pull panics.
+// containers/storage does chrooted work (unpacking with drivers other than
+// overlay, whose layers unpack in process, see unpack.go; layer diffs) in a
+// child process that runs the daemon's own binary; in that child
+// ReexecInit runs the work and returns true. Without it such work panics.
 func ReexecInit() bool {
 	return reexec.Init()
 }

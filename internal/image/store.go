@@ -10,8 +10,10 @@
 // directories beside them are <graph root>/tmp (downloads in flight, emptied
 // at start) and <graph root>/cache (containers/image's blob-info cache).
 //
-// containers/storage unpacks layers in a re-executed, chrooted copy of the
-// daemon: podbayd's main must call ReexecInit first.
+// Overlay layers are unpacked in process on a chrooted thread (unpack.go);
+// containers/storage still re-executes the daemon for its other chrooted
+// work (other drivers' unpacking, layer diffs), so podbayd's main must call
+// ReexecInit first.
 package image
 
 import (
@@ -181,6 +183,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			_, _ = st.Shutdown(false)
 			return nil, err
 		}
+		m := s.metrics
+		observeUnpack := func(d time.Duration) { m.observePhase("layer", "unpack", d) }
+		layerUnpackObserver.Store(&observeUnpack)
 	}
 	// Downloads in flight when the daemon died are garbage: c/image keeps
 	// blobs there only until the layer is committed.
@@ -198,7 +203,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s.gcPending.Store(true)
 	s.collectOrphanLayers(ctx)
 	log.G(ctx).Info("image store ready", "root", st.GraphRoot(), "driver", cfg.Driver,
-		"options", strings.Join(cfg.DriverOptions, ","))
+		"options", strings.Join(cfg.DriverOptions, ","), "unpack", unpackMode(cfg.Driver))
 	return s, nil
 }
 
