@@ -153,12 +153,15 @@ tmp_paths() {
 	storage_root=$root_dir/storage
 }
 
-# storage_containers prints the IDs in containers/storage's containers.json,
-# one per sandbox or container root filesystem.
+# storage_containers prints the IDs in containers/storage's containers.json
+# and volatile-containers.json (podbay's default), one per sandbox or
+# container root filesystem.
 storage_containers() {
-	local f=$storage_root/overlay-containers/containers.json
-	[ -f "$f" ] || return 0
-	grep -oE '"id": *"[0-9a-f]{64}"' "$f" | grep -oE '[0-9a-f]{64}' || true
+	local f
+	for f in "$storage_root"/overlay-containers/{,volatile-}containers.json; do
+		[ -f "$f" ] || continue
+		grep -oE '"id": *"[0-9a-f]{64}"' "$f" | grep -oE '[0-9a-f]{64}' || true
+	done
 }
 
 # remove_nat_rules deletes the NAT rules and chains the bridge plugin made

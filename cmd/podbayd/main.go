@@ -203,6 +203,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Metrics:           d.metrics.Registry,
 
 		PullProgressTimeout: time.Duration(cfg.Image.PullProgressTimeout),
+		SyncRootfsRecords:   cfg.Image.SyncRootfsRecords,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open image store: %w", err)

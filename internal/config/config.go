@@ -168,6 +168,11 @@ type Image struct {
 	// long (a registry that stalls mid-blob); as containerd's
 	// image_pull_progress_timeout, with its default, 5m.
 	PullProgressTimeout Duration `toml:"pull_progress_timeout"`
+	// SyncRootfsRecords has containers/storage fsync its records of the
+	// containers' root filesystems on every create and remove. Default
+	// false: they are written without fsync (volatile), which survives a
+	// daemon crash but may lose the last changes with a host crash.
+	SyncRootfsRecords bool `toml:"sync_rootfs_records"`
 }
 
 // Network configures CNI.

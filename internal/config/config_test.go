@@ -45,6 +45,7 @@ default_subnet = "10.5.0.0/16"
 plugin_timeout = "5s"
 [image]
 pull_progress_timeout = "30s"
+sync_rootfs_records = true
 [runtimes.vm]
 path = "/bin/true"
 network_order = "after"
@@ -64,6 +65,9 @@ timeout = "3m"
 	if cfg.Network.PluginTimeout.String() != "5s" || cfg.Image.PullProgressTimeout.String() != "30s" || cfg.Runtimes["vm"].Timeout.String() != "3m0s" {
 		t.Fatalf("fault timeouts not applied: plugin %v, pull progress %v, handler %v",
 			cfg.Network.PluginTimeout, cfg.Image.PullProgressTimeout, cfg.Runtimes["vm"].Timeout)
+	}
+	if !cfg.Image.SyncRootfsRecords {
+		t.Fatal("sync_rootfs_records not applied")
 	}
 	if got := cfg.StreamListenAddress(); got != "[::1]:10010" || cfg.StreamIdleTimeout.String() != "30m0s" {
 		t.Fatalf("streaming settings: address %q, idle timeout %v", got, cfg.StreamIdleTimeout)

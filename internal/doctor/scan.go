@@ -166,28 +166,35 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// storageContainer is an entry of containers/storage's containers.json.
+// storageContainer is an entry of containers/storage's containers.json or
+// volatile-containers.json.
 type storageContainer struct {
 	ID    string `json:"id"`
 	Layer string `json:"layer"`
 }
 
-// readStorageContainers reads containers/storage's list of containers
-// directly, without opening the store (which locks and may write).
+// readStorageContainers reads containers/storage's lists of containers
+// directly, without opening the store (which locks and may write): the
+// synced one and the volatile one, where podbay keeps root filesystems
+// unless sync_rootfs_records.
 func readStorageContainers(storageRoot, driver string) ([]storageContainer, error) {
-	path := filepath.Join(storageRoot, driver+"-containers", "containers.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	var all []storageContainer
+	for _, name := range []string{"containers.json", "volatile-containers.json"} {
+		path := filepath.Join(storageRoot, driver+"-containers", name)
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && len(data) == 0) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var cs []storageContainer
+		if err := json.Unmarshal(data, &cs); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", path, err)
+		}
+		all = append(all, cs...)
 	}
-	if err != nil {
-		return nil, err
-	}
-	var cs []storageContainer
-	if err := json.Unmarshal(data, &cs); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", path, err)
-	}
-	return cs, nil
+	return all, nil
 }
 
 // mountScopeT says which mount points are podbay's to look at.

@@ -56,9 +56,17 @@ func (s *Store) CreateRootfs(ctx context.Context, id, imageID string, opts Rootf
 		return "", err
 	}
 	if c == nil {
-		var copts *storage.ContainerOptions
+		// Volatile: containers/storage writes the records of this root
+		// filesystem (the container and its writable layer) without
+		// fsync, as it does for podman's --rm containers. A daemon crash
+		// loses nothing (the page cache has them); a host crash may lose
+		// the records of the last changes, which only kills pods that die
+		// with the host anyway, and New collects the directories they
+		// named. The fsyncs serialise every rootfs create and delete on
+		// the disk: at 10 concurrent pods they were most of the time.
+		copts := &storage.ContainerOptions{Volatile: !s.cfg.SyncRootfsRecords}
 		if len(opts.UIDMap) > 0 || len(opts.GIDMap) > 0 {
-			copts = &storage.ContainerOptions{IDMappingOptions: storage.IDMappingOptions{UIDMap: opts.UIDMap, GIDMap: opts.GIDMap}}
+			copts.IDMappingOptions = storage.IDMappingOptions{UIDMap: opts.UIDMap, GIDMap: opts.GIDMap}
 		}
 		c, err = s.store.CreateContainer(id, []string{id}, m.img.ID, "", "", copts)
 		if errors.Is(err, storage.ErrDuplicateID) || errors.Is(err, storage.ErrDuplicateName) {

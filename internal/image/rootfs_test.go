@@ -358,7 +358,11 @@ func TestRemoveRootfsUnmountedBehindStorage(t *testing.T) {
 // the closed store under graphRoot, as its layer deletion does first.
 func flagLayerIncomplete(t *testing.T, graphRoot, id string) {
 	t.Helper()
-	path := filepath.Join(graphRoot, "overlay-layers", "layers.json")
+	// A root filesystem's layer is in the volatile list (CreateRootfs).
+	path := filepath.Join(graphRoot, "overlay-layers", "volatile-layers.json")
+	if data, err := os.ReadFile(path); err != nil || !strings.Contains(string(data), id) {
+		path = filepath.Join(graphRoot, "overlay-layers", "layers.json")
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -387,5 +391,73 @@ func flagLayerIncomplete(t *testing.T, graphRoot, id string) {
 	}
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Root filesystems' records are volatile unless SyncRootfsRecords: kept in
+// containers/storage's volatile lists (written without fsync). A host
+// crash that loses those lists leaves the directories they named, which
+// the next New collects.
+func TestRootfsRecordsVolatile(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "volatile", true: "synced"}[sync], func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.SyncRootfsRecords = sync })
+			ctx := testCtx(t)
+			img := importPause(t, e, "x")
+			if _, err := e.store.CreateRootfs(ctx, "ctr", img.ID, RootfsOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			c, err := e.store.store.Container("ctr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			volatile, _ := c.Flags["Volatile"].(bool)
+			graph := e.store.cfg.StorageRoot
+			lists, err := os.ReadFile(filepath.Join(graph, "overlay-containers", "volatile-containers.json"))
+			inVolatile := err == nil && strings.Contains(string(lists), c.ID)
+			if volatile == sync || inVolatile == sync {
+				t.Fatalf("sync %v: container flagged volatile %v, in the volatile list %v", sync, volatile, inVolatile)
+			}
+			if sync {
+				return
+			}
+
+			// The host crashes: mounts go, and the lists written without
+			// fsync are lost.
+			if _, err := e.store.store.Unmount(c.ID, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"overlay-containers/volatile-containers.json", "overlay-layers/volatile-layers.json"} {
+				if err := os.Remove(filepath.Join(graph, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// containers/storage keeps its stores in memory per process
+			// and reloads a list when its lock file says another writer
+			// came: the new daemon's process would read them afresh.
+			for _, f := range []string{"overlay-containers/containers.lock", "overlay-layers/layers.lock"} {
+				if err := os.WriteFile(filepath.Join(graph, f), []byte(strings.Repeat("r", 64)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			layerDir := filepath.Join(graph, "overlay", c.LayerID)
+			if _, err := os.Stat(layerDir); err != nil {
+				t.Fatalf("before the restart: %v", err)
+			}
+			s, err := New(ctx, e.store.cfg)
+			if err != nil {
+				t.Fatalf("re-open: %v", err)
+			}
+			e.store = s
+			if _, err := os.Stat(layerDir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the lost layer's directory is left after the restart: %v", err)
+			}
+			if _, err := s.CreateRootfs(ctx, "ctr", img.ID, RootfsOptions{}); err != nil {
+				t.Errorf("CreateRootfs with the lost id: %v", err)
+			}
+		})
 	}
 }

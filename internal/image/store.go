@@ -100,6 +100,10 @@ type Config struct {
 	// registry for this long (DefaultPullProgressTimeout); see
 	// stallWatchdog for what counts.
 	PullProgressTimeout time.Duration
+	// SyncRootfsRecords has containers/storage fsync its records of root
+	// filesystems (containers and their writable layers) on every change.
+	// Without it they are volatile (see CreateRootfs).
+	SyncRootfsRecords bool
 }
 
 // Store is the image store. Its methods are safe for concurrent use.
@@ -199,7 +203,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s.policy.warnIfMissing(ctx)
 	s.reserve.restore(ctx)
 	// A pull or rootfs creation interrupted by a crash may have left layers
-	// that no image or container references.
+	// that no image or container references; a host crash may have lost
+	// volatile records of root filesystems whose directories remain.
+	if err := st.GarbageCollect(); err != nil {
+		log.G(ctx).Warn("collect storage directories no record names", "err", err)
+	}
 	s.gcPending.Store(true)
 	s.collectOrphanLayers(ctx)
 	log.G(ctx).Info("image store ready", "root", st.GraphRoot(), "driver", cfg.Driver,

@@ -249,7 +249,7 @@ func withTag(imgs []*runtimeapi.Image, tag string) []*runtimeapi.Image {
 // storageState is what a pull writes to the env's image store.
 type storageState struct {
 	Images    []string // IDs ListImages reports
-	Layers    []string // layers in <storage_root>/overlay-layers/layers.json
+	Layers    []string // layers in <storage_root>/overlay-layers/{,volatile-}layers.json
 	LayerDirs []string // entries of <storage_root>/overlay
 	Downloads []string // entries of <storage_root>/tmp (downloads in flight)
 }
@@ -260,16 +260,20 @@ func (e *env) storageState(t *testing.T) storageState {
 	for _, img := range e.listImages(t, "") {
 		st.Images = append(st.Images, img.Id)
 	}
-	data, err := os.ReadFile(filepath.Join(e.storageRoot, "overlay-layers", "layers.json"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	if len(data) > 0 {
+	// Root filesystems' layers are in the volatile list.
+	for _, name := range []string{"layers.json", "volatile-layers.json"} {
+		data, err := os.ReadFile(filepath.Join(e.storageRoot, "overlay-layers", name))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if len(data) == 0 {
+			continue
+		}
 		var layers []struct {
 			ID string `json:"id"`
 		}
 		if err := json.Unmarshal(data, &layers); err != nil {
-			t.Fatalf("layers.json: %v", err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		for _, l := range layers {
 			st.Layers = append(st.Layers, l.ID)

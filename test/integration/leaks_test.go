@@ -226,7 +226,9 @@ func (e *env) findLeaks(keep map[string]bool) []leak {
 	return leaks
 }
 
-// storageContainer is an entry of containers/storage's containers.json.
+// storageContainer is an entry of containers/storage's containers.json
+// or volatile-containers.json (podbay's root filesystems are volatile
+// unless sync_rootfs_records).
 type storageContainer struct {
 	ID    string   `json:"id"`
 	Names []string `json:"names"`
@@ -237,19 +239,23 @@ type storageContainer struct {
 // storageContainers lists the containers/storage containers of the env's
 // image store: one per sandbox root filesystem.
 func (e *env) storageContainers() ([]storageContainer, error) {
-	path := filepath.Join(e.storageRoot, "overlay-containers", "containers.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	var all []storageContainer
+	for _, name := range []string{"containers.json", "volatile-containers.json"} {
+		path := filepath.Join(e.storageRoot, "overlay-containers", name)
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) || (err == nil && len(data) == 0) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var cs []storageContainer
+		if err := json.Unmarshal(data, &cs); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", path, err)
+		}
+		all = append(all, cs...)
 	}
-	if err != nil {
-		return nil, err
-	}
-	var cs []storageContainer
-	if err := json.Unmarshal(data, &cs); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", path, err)
-	}
-	return cs, nil
+	return all, nil
 }
 
 // ipamOwners returns the container IDs that hold an IP in the env's
