@@ -5,8 +5,13 @@ export GOTOOLCHAIN ?= auto
 
 BIN     ?= bin
 # Keep the cgo-only backends of containers/image and containers/storage
-# (gpgme, btrfs, devicemapper) out of the build: no extra C libraries.
-BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper
+# (gpgme, btrfs, devicemapper) out of the build: no extra C libraries;
+# and NRI's WASM plugin runtime (wazero, 3.7 MB of binary and resident
+# memory), and sigstore's Rekor client (containers_image_rekor_stub:
+# go-openapi, govalidator, mongo-driver bson; 2.9 MB, and 4 ms of init);
+# and gRPC's x/net/trace (grpcnotrace: /debug/requests, never served);
+# README "Performance".
+BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace
 export GOFLAGS := -tags=$(BUILDTAGS)
 # Only a podbayd built with the failpoints tag reads PODBAY_FAILPOINTS; the
 # integration tests build theirs so. `make build` does not.

@@ -69,6 +69,7 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (*Image, error
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		call = &pullCall{done: make(chan struct{}), cancel: cancel}
 		s.pulls[key] = call
+		s.memRelease.hold()
 		s.pullsDone.Add(1)
 		go func() {
 			defer s.pullsDone.Done()
@@ -77,6 +78,9 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (*Image, error
 			s.mu.Lock()
 			if s.pulls[key] == call {
 				delete(s.pulls, key)
+			}
+			if len(s.pulls) == 0 && !s.closed {
+				s.memRelease.idle()
 			}
 			call.img, call.err = img, err
 			s.mu.Unlock()

@@ -137,6 +137,8 @@ type Store struct {
 	// pullsDone counts shared pulls running in the background, which
 	// Close cancels and waits for.
 	pullsDone sync.WaitGroup
+	// memRelease returns the pulls' garbage to the OS once they are quiet.
+	memRelease memRelease
 
 	mu     sync.Mutex
 	closed bool                  // guarded by mu
@@ -267,6 +269,7 @@ func driverError(cfg Config, err error) error {
 // layer is not an error here.
 func (s *Store) Close() error {
 	s.stopPulls()
+	s.memRelease.stop()
 	if _, err := s.store.Shutdown(false); err != nil && !errors.Is(err, storage.ErrLayerUsedByContainer) {
 		return fmt.Errorf("shut down image storage: %w", err)
 	}

@@ -34,6 +34,13 @@ func (l logger) Warnf(ctx context.Context, format string, args ...any) {
 }
 
 func (l logger) Errorf(ctx context.Context, format string, args ...any) {
+	// podbayd is built with nri_no_wasm: NRI reports the missing WASM
+	// support as an error at every start; it is the build's choice (a
+	// WASM plugin found is still refused with an error).
+	if wasmDisabled(args) {
+		l.emit(ctx, slog.LevelInfo, "WASM plugins are not compiled in (build tag nri_no_wasm)", nil)
+		return
+	}
 	l.emit(ctx, slog.LevelError, format, args)
 }
 

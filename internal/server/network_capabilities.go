@@ -3,8 +3,8 @@ package server
 import (
 	"fmt"
 	"math"
+	"math/big"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/annotations"
@@ -15,8 +15,8 @@ import (
 // Bandwidth limits outside [minBandwidth, maxBandwidth] are refused, the
 // range kubelet and containerd accept.
 var (
-	minBandwidth = resource.MustParse("1k")
-	maxBandwidth = resource.MustParse("1P")
+	minBandwidth = big.NewRat(1_000, 1)                 // 1k
+	maxBandwidth = big.NewRat(1_000_000_000_000_000, 1) // 1P
 )
 
 // podBandwidth reads the pod's bandwidth annotations into the CNI
@@ -54,15 +54,15 @@ func bandwidthRate(podAnnotations map[string]string, key string) (uint64, error)
 	if !ok {
 		return 0, nil
 	}
-	q, err := resource.ParseQuantity(s)
+	q, err := parseQuantity(s)
 	if err != nil {
 		return 0, fmt.Errorf("annotation %s=%q: %w: %w", key, s, errdefs.ErrInvalidArgument, err)
 	}
 	if q.Cmp(minBandwidth) < 0 || q.Cmp(maxBandwidth) > 0 {
-		return 0, fmt.Errorf("annotation %s=%q: %w: outside [%s, %s] bits per second",
-			key, s, errdefs.ErrInvalidArgument, minBandwidth.String(), maxBandwidth.String())
+		return 0, fmt.Errorf("annotation %s=%q: %w: outside [1k, 1P] bits per second",
+			key, s, errdefs.ErrInvalidArgument)
 	}
-	return uint64(q.Value()), nil
+	return ceilInt(q).Uint64(), nil
 }
 
 // podDNS is the pod's resolver configuration as the CNI "dns" capability,

@@ -49,6 +49,15 @@ func (f *fakeRuntime) Exec(ctx context.Context, containerID string, cmd []string
 		f.endedCh <- struct{}{}
 		return ctx.Err()
 	}
+	if cmd[0] == "size" { // the first terminal size the client sent
+		select {
+		case sz := <-resize:
+			fmt.Fprintf(out, "%dx%d\n", sz.Width, sz.Height)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	fmt.Fprintf(out, "%s in %s\n", strings.Join(cmd, " "), containerID)
 	if in != nil {
 		if _, err := io.Copy(out, in); err != nil {

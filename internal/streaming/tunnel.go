@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 
 	gwebsocket "github.com/gorilla/websocket"
-	"k8s.io/client-go/tools/portforward"
 	kportforward "k8s.io/cri-streaming/pkg/streaming/portforward"
 
 	"github.com/podbay/podbay/internal/log"
@@ -78,7 +76,7 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 		log.G(r.Context()).Warn("websocket port-forward upgrade failed", "err", err)
 		return
 	}
-	tunnel := portforward.NewTunnelingConnection("server", ws)
+	tunnel := &wsTunnel{ws: ws}
 	defer tunnel.Close()
 	var once sync.Once
 	closeBoth := func() {
@@ -97,5 +95,3 @@ func (s *Server) serveTunnel(w http.ResponseWriter, r *http.Request) {
 	closeBoth()
 	<-done
 }
-
-var _ net.Conn = (*portforward.TunnelingConnection)(nil)

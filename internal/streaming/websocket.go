@@ -3,22 +3,14 @@ package streaming
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/remotecommand"
-	cspdy "k8s.io/client-go/transport/spdy"
-	"k8s.io/client-go/util/exec"
 	sremotecommand "k8s.io/cri-streaming/pkg/streaming/remotecommand"
-	"k8s.io/streaming/pkg/httpstream/spdy"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"github.com/podbay/podbay/internal/log"
@@ -164,18 +156,18 @@ func (s *Server) serveV5(w http.ResponseWriter, r *http.Request) {
 		_, _ = streams[sremotecommand.StreamErr].Write(nil)
 	}
 
-	opts := remotecommand.StreamOptions{Tty: o.tty}
+	opts := execOpts{tty: o.tty}
 	if o.stdin {
-		opts.Stdin = streams[sremotecommand.StreamStdIn]
+		opts.stdin = streams[sremotecommand.StreamStdIn]
 	}
 	if o.stdout {
-		opts.Stdout = streams[sremotecommand.StreamStdOut]
+		opts.stdout = streams[sremotecommand.StreamStdOut]
 	}
 	if o.stderr {
-		opts.Stderr = streams[sremotecommand.StreamStdErr]
+		opts.stderr = streams[sremotecommand.StreamStdErr]
 	}
 	if o.tty {
-		opts.TerminalSizeQueue = &sizeQueue{dec: json.NewDecoder(streams[sremotecommand.StreamResize])}
+		opts.resize = &sizeQueue{dec: json.NewDecoder(streams[sremotecommand.StreamResize])}
 	}
 	err = s.runSPDY(r.Context(), r.URL.Path, opts)
 	if werr := writeStatus(streams[sremotecommand.StreamErr], err); werr != nil {
@@ -188,62 +180,6 @@ func pick(on bool, t wsstream.ChannelType) wsstream.ChannelType {
 		return t
 	}
 	return wsstream.IgnoreChannel
-}
-
-// runSPDY runs the session at p as a SPDY client over the in-process
-// listener.
-func (s *Server) runSPDY(ctx context.Context, p string, opts remotecommand.StreamOptions) error {
-	rt, err := spdy.NewRoundTripperWithConfig(spdy.RoundTripperConfig{
-		UpgradeTransport: &http.Transport{DialContext: s.inproc.dial},
-		PingPeriod:       5 * time.Second,
-	})
-	if err != nil {
-		return err
-	}
-	u := &url.URL{Scheme: "http", Host: "podbay-inproc", Path: p}
-	ex, err := remotecommand.NewSPDYExecutorForTransports(rt, cspdy.NewUpgraderForStreaming(rt), http.MethodPost, u)
-	if err != nil {
-		return err
-	}
-	return ex.StreamWithContext(ctx, opts)
-}
-
-// writeStatus writes the v4/v5 status of a finished session: Success, or
-// the exit code as NonZeroExitCode, or the error's text.
-func writeStatus(w io.Writer, err error) error {
-	st := metav1.Status{Status: metav1.StatusSuccess}
-	var ce exec.CodeExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ce):
-		st = metav1.Status{
-			Status:  metav1.StatusFailure,
-			Reason:  sremotecommand.NonZeroExitCodeReason,
-			Message: err.Error(),
-			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
-				Type: sremotecommand.ExitCodeCauseType, Message: strconv.Itoa(ce.Code),
-			}}},
-		}
-	default:
-		st = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
-	}
-	b, merr := json.Marshal(st)
-	if merr != nil {
-		return merr
-	}
-	_, werr := w.Write(b)
-	return werr
-}
-
-// sizeQueue reads the resize channel's JSON sizes.
-type sizeQueue struct{ dec *json.Decoder }
-
-func (q *sizeQueue) Next() *remotecommand.TerminalSize {
-	var sz remotecommand.TerminalSize
-	if err := q.dec.Decode(&sz); err != nil {
-		return nil
-	}
-	return &sz
 }
 
 // pipeListener is an in-process listener: dial returns one end of a
