@@ -48,16 +48,6 @@ type execResult struct {
 	err  error
 }
 
-// startExec runs Exec in the background.
-func startExec(ctx context.Context, rt *Runtime, id string, opts runtime.ExecStreamOptions) <-chan execResult {
-	ch := make(chan execResult, 1)
-	go func() {
-		code, err := rt.Exec(ctx, id, opts)
-		ch <- execResult{code, err}
-	}()
-	return ch
-}
-
 // startOwnedExec runs Exec in the background, under a context of its own
 // that the test's cleanup cancels, waiting for Exec to return: a subtest
 // that fails halfway leaves no shell behind in the container for the
@@ -139,12 +129,10 @@ func TestIntegrationExecStream(t *testing.T) {
 	})
 
 	t.Run("client gone", func(t *testing.T) {
-		short, stop := context.WithCancel(ctx)
-		defer stop()
 		var stdout testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		ch := startExec(short, e.rt, id, runtime.ExecStreamOptions{
+		ch, stop := startOwnedExec(ctx, t, e.rt, id, runtime.ExecStreamOptions{
 			// The background sleep is in the process's group; cat waits
 			// for input that never comes.
 			Args:   []string{"sh", "-c", "sleep 999 & echo started; cat"},
