@@ -553,6 +553,8 @@ func killWhere(match func(statFields) bool) {
 type statFields struct {
 	state           string
 	ppid, pgid, sid int
+	// tty is the controlling terminal (tty_nr; 0: none, or not read).
+	tty int
 }
 
 // readProcStat reads /proc/<pid>/stat.
@@ -564,7 +566,7 @@ func readProcStat(pid int) (statFields, error) {
 	return parseProcStat(b)
 }
 
-// parseProcStat parses "pid (comm) state ppid pgrp session ...". comm
+// parseProcStat parses "pid (comm) state ppid pgrp session tty_nr ...". comm
 // may hold spaces and parentheses, so the fields start after the last
 // ")".
 func parseProcStat(stat []byte) (statFields, error) {
@@ -583,6 +585,9 @@ func parseProcStat(stat []byte) (statFields, error) {
 			return statFields{}, fmt.Errorf("bad stat %q: %w", stat, err)
 		}
 		*dst = n
+	}
+	if len(f) > 4 {
+		st.tty, _ = strconv.Atoi(f[4])
 	}
 	return st, nil
 }

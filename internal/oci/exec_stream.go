@@ -80,7 +80,7 @@ func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles,
 	watch := watchExec(files.pid, cmd.Process.Pid)
 	defer watch.stop()
 	stdio.watch = watch
-	stdio.started()
+	stdio.started(ctx)
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -131,6 +131,9 @@ type execStdio struct {
 	stop       chan struct{}
 	// watch learns the exec'd process: resizes go to its terminal too.
 	watch *execWatch
+	// settled, with a terminal, is closed once settleNewlines has run (or
+	// the process was not found); the client's input waits for it.
+	settled chan struct{}
 }
 
 // pipeStdio gives the runtime a pipe per stream that opts asks for, and
@@ -207,11 +210,33 @@ func terminalStdio(cmd *exec.Cmd, opts runtime.ExecStreamOptions) (*execStdio, e
 }
 
 // started closes the runtime's ends and starts the copies and, with a
-// terminal, the resizing.
-func (s *execStdio) started() {
+// terminal, the resizing and settleNewlines, which the input copy waits
+// for.
+func (s *execStdio) started(ctx context.Context) {
 	s.closeChild()
+	if s.terminal != nil {
+		s.settled = make(chan struct{})
+		go func() {
+			defer close(s.settled)
+			if pid := s.watch.process(s.stop); pid != 0 {
+				if err := settleNewlines(s.terminal, pid, s.watch.runtimePid); err != nil {
+					log.G(ctx).Debug("exec terminal: newlines not settled", "pid", pid, "err", err)
+				}
+			}
+		}()
+	}
 	if s.stdin != nil {
 		go func() {
+			// Input typed before the process's terminal is settled would
+			// let a shell finish its first line, and restore settings it
+			// saved before the runtime set its terminal up.
+			if s.settled != nil {
+				select {
+				case <-s.settled:
+				case <-s.stop:
+					return
+				}
+			}
 			_, _ = io.Copy(s.stdin, s.opts.Stdin)
 			if s.closeStdin {
 				s.stdin.Close()
@@ -245,10 +270,7 @@ func (s *execStdio) resizeProcessTerminal(size runtime.Size) error {
 	if pid == 0 {
 		return errors.New("the exec's process is not known")
 	}
-	if st, err := readProcStat(pid); err != nil || !childOfRuntime(st, s.watch.runtimePid) {
-		return fmt.Errorf("process %d is not the runtime's child", pid)
-	}
-	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDWR|unix.O_NOCTTY, 0)
+	f, err := openProcessTerminal(pid, s.watch.runtimePid)
 	if err != nil {
 		return err
 	}
@@ -304,12 +326,16 @@ func openTerminal() (master, slave *os.File, retErr error) {
 	return master, slave, nil
 }
 
-// makeRaw puts the terminal whose master is f into raw mode (cfmakeraw):
-// no echo, no line editing, no output processing. The runtime's terminal
-// carries bytes between the client and the process's terminal, which
-// does all of that itself; runc sets raw mode too, but only once it runs,
-// and until then the input would be echoed and the output's newlines
-// doubled.
+// makeRaw puts the terminal whose master is f into raw mode as runc's
+// console.SetRaw does (cfmakeraw, but OPOST kept, with the terminal's
+// default ONLCR): no echo, no line editing, no input processing. The
+// runtime's terminal carries bytes between the client and the process's
+// terminal, which echoes and edits itself; runc sets this mode too, but
+// only once it runs, and until then the input would be echoed. Which of
+// the two terminals translates newlines is the runtime's choice, made
+// race-free by settleNewlines (exec_terminal.go); runc starts copying
+// the process's output before its SetRaw, so OPOST is on from the start
+// here, else a newline copied in between would get no CR at all.
 func makeRaw(f *os.File) error {
 	return runtime.FdControl(f, func(fd int) error {
 		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
@@ -317,7 +343,7 @@ func makeRaw(f *os.File) error {
 			return err
 		}
 		t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-		t.Oflag &^= unix.OPOST
+		t.Oflag |= unix.OPOST
 		t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
 		t.Cflag &^= unix.CSIZE | unix.PARENB
 		t.Cflag |= unix.CS8

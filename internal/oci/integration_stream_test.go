@@ -48,14 +48,29 @@ type execResult struct {
 	err  error
 }
 
-// startExec runs Exec in the background.
-func startExec(ctx context.Context, rt *Runtime, id string, opts runtime.ExecStreamOptions) <-chan execResult {
-	ch := make(chan execResult, 1)
+// startOwnedExec runs Exec in the background, under a context of its own
+// that the test's cleanup cancels, waiting for Exec to return: a subtest
+// that fails halfway leaves no shell behind in the container for the
+// next one's checks. cancel ends the exec as a client that went away.
+func startOwnedExec(ctx context.Context, t *testing.T, rt *Runtime, id string, opts runtime.ExecStreamOptions) (_ <-chan execResult, cancel func()) {
+	t.Helper()
+	ctx, cancel = context.WithCancel(ctx)
+	res := make(chan execResult, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		code, err := rt.Exec(ctx, id, opts)
-		ch <- execResult{code, err}
+		res <- execResult{code, err}
 	}()
-	return ch
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("Exec did not return after its context was cancelled")
+		}
+	})
+	return res, cancel
 }
 
 func waitExec(t *testing.T, ch <-chan execResult) execResult {
@@ -114,12 +129,10 @@ func TestIntegrationExecStream(t *testing.T) {
 	})
 
 	t.Run("client gone", func(t *testing.T) {
-		short, stop := context.WithCancel(ctx)
-		defer stop()
 		var stdout testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		ch := startExec(short, e.rt, id, runtime.ExecStreamOptions{
+		ch, stop := startOwnedExec(ctx, t, e.rt, id, runtime.ExecStreamOptions{
 			// The background sleep is in the process's group; cat waits
 			// for input that never comes.
 			Args:   []string{"sh", "-c", "sleep 999 & echo started; cat"},
@@ -145,7 +158,7 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 		defer stdinW.Close()
 		resize := make(chan runtime.Size, 1)
 		resize <- runtime.Size{Width: 80, Height: 24} // the client's first size
-		ch := startExec(ctx, e.rt, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out, Resize: resize})
+		ch, _ := startOwnedExec(ctx, t, e.rt, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out, Resize: resize})
 		send := func(line string) {
 			if _, err := io.WriteString(stdinW, line+"\n"); err != nil {
 				t.Errorf("write %q: %v", line, err)
@@ -167,24 +180,45 @@ func TestIntegrationExecStreamTerminal(t *testing.T) {
 		if res := waitExec(t, ch); res.err != nil || res.code != 7 {
 			t.Fatalf("Exec = %d, %v; want exit code 7\n%q", res.code, res.err, out.String())
 		}
-		// Only the process's terminal processes the output: the runtime's
-		// is raw from the start, so no newline gets two carriage returns.
-		// (Input typed ahead of the prompt is echoed by the process's
-		// terminal, then once more by the shell's line editing, as on any
-		// terminal.)
-		if o := out.String(); strings.Contains(o, "\r\r\n") {
+		// Only one of the two terminals (the runtime's and the process's)
+		// translates newlines. With runc it is the runtime's, and runc
+		// clears ONLCR on the process's terminal only after the shell may
+		// have started: a shell that saved its settings before that
+		// restores ONLCR when its first line ends. Exec locks it off
+		// before it passes on any input, so from the first command on no
+		// newline gets two carriage returns. (What the shell wrote before
+		// runc cleared ONLCR, its banner, may carry two: runc's own race,
+		// and a terminal shows CR CR LF as CR LF.)
+		o := out.String()
+		if i := strings.Index(o, "[ -t 0 ]"); i < 0 || strings.Contains(o[i:], "\r\r\n") {
 			t.Errorf("output was processed twice:\n%q", o)
 		}
 		assertExecGone(t, id, "sleep 1000")
 	})
 
+	t.Run("settings restored", func(t *testing.T) {
+		// A process that turns ONLCR back on once its input came, as a
+		// shell restoring the settings it saved before the runtime set its
+		// terminal up: the lock keeps the newlines single.
+		var out testbundle.Buffer
+		ch, _ := startOwnedExec(ctx, t, e.rt, id, runtime.ExecStreamOptions{
+			Args: []string{"sh", "-c", "read x; busybox stty onlcr 2>/dev/null; echo one; echo two-$x"},
+			Tty:  true, Stdin: strings.NewReader("go\n"), Stdout: &out,
+		})
+		if res := waitExec(t, ch); res.err != nil || res.code != 0 {
+			t.Fatalf("Exec = %d, %v; want exit code 0\n%q", res.code, res.err, out.String())
+		}
+		if o := out.String(); o != "go\r\none\r\ntwo-go\r\n" {
+			t.Errorf("output = %q, want %q", o, "go\r\none\r\ntwo-go\r\n")
+		}
+		assertExecGone(t, id, "sleep 1000")
+	})
+
 	t.Run("client gone", func(t *testing.T) {
-		short, stop := context.WithCancel(ctx)
-		defer stop()
 		var out testbundle.Buffer
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		ch := startExec(short, e.rt, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out})
+		ch, stop := startOwnedExec(ctx, t, e.rt, id, runtime.ExecStreamOptions{Args: []string{"sh"}, Tty: true, Stdin: stdinR, Stdout: &out})
 		// An interactive shell on a terminal runs each job in a process
 		// group of its own: only the session holds them all.
 		if _, err := io.WriteString(stdinW, "sleep 999 & sleep 998 & echo jobs-$((2*3))-started; sleep 997\n"); err != nil {
