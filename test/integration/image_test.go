@@ -220,6 +220,13 @@ func (e *env) waitPauseImage(t *testing.T) *runtimeapi.Image {
 		if img = e.imageStatus(t, defaultPauseImage); img == nil {
 			return errorf("no %s yet", defaultPauseImage)
 		}
+		// Listed once committed; the import removes its temporary
+		// directory right after, and tests compare the store from here.
+		if tmp := dirNames(t, filepath.Join(e.storageRoot, "tmp")); slices.ContainsFunc(tmp, func(n string) bool {
+			return strings.HasPrefix(n, "import-")
+		}) {
+			return errorf("the pause image's import is still finishing: %v", tmp)
+		}
 		return nil
 	}); err != nil {
 		t.Fatalf("pause image after start: %v", err)
