@@ -23,6 +23,7 @@ import (
 type Mount struct {
 	Dir    string // mount point
 	Cpuset bool   // a v1 hierarchy with the cpuset controller
+	V2     bool   // the unified (cgroup2) hierarchy
 }
 
 // removeWait bounds the wait for a cgroup's killed processes to leave it.
@@ -41,24 +42,35 @@ func MoveProcess(pid int, path string) error {
 		return errors.New("no cgroup hierarchy mounted")
 	}
 	for _, m := range mounts {
-		dir := m.Dir
-		for elem := range strings.SplitSeq(strings.TrimPrefix(rel, "/"), "/") {
-			parent := dir
-			dir = filepath.Join(dir, elem)
-			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-				return err
-			}
-			if m.Cpuset {
-				if err := inheritCpuset(parent, dir); err != nil {
-					return err
-				}
-			}
+		dir, err := makeCgroup(m, rel)
+		if err != nil {
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// makeCgroup creates the cgroup at rel in hierarchy m where missing, with
+// v1 cpuset cgroups that have no cpus or mems given their parent's, and
+// returns its directory.
+func makeCgroup(m Mount, rel string) (string, error) {
+	dir := m.Dir
+	for elem := range strings.SplitSeq(strings.TrimPrefix(rel, "/"), "/") {
+		parent := dir
+		dir = filepath.Join(dir, elem)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+		if m.Cpuset {
+			if err := inheritCpuset(parent, dir); err != nil {
+				return "", err
+			}
+		}
+	}
+	return dir, nil
 }
 
 // Remove removes the cgroup at path (relative to each hierarchy's root)
@@ -181,7 +193,7 @@ func ParseMounts(r io.Reader) ([]Mount, error) {
 			continue
 		}
 		seen[dir] = true
-		m := Mount{Dir: dir}
+		m := Mount{Dir: dir, V2: fstype == "cgroup2"}
 		if fstype == "cgroup" && len(tail) >= 3 {
 			for opt := range strings.SplitSeq(tail[2], ",") {
 				if opt == "cpuset" {

@@ -30,7 +30,7 @@ malformed line
 		{Dir: "/sys/fs/cgroup/cpuset", Cpuset: true},
 		{Dir: "/sys/fs/cgroup/memory"},
 		{Dir: "/sys/fs/cgroup/systemd"},
-		{Dir: "/sys/fs/cgroup/unified"},
+		{Dir: "/sys/fs/cgroup/unified", V2: true},
 		{Dir: "/mnt/with space", Cpuset: true},
 	}
 	if !slices.Equal(got, want) {

@@ -169,7 +169,12 @@ func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions, r
 	// Its own process group: a signal to the daemon's group must not reach
 	// it before it has detached (it calls setsid itself afterwards).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	spawned := opts.SpawnMonitor != nil && opts.PlaceMonitor == nil
+	start := cmd.Start
+	if spawned {
+		start = func() error { return opts.SpawnMonitor(cmd) }
+	}
+	if err := start(); err != nil {
 		return nil, 0, fmt.Errorf("start conmon: %w", err)
 	}
 	waitErr := make(chan error, 1)
@@ -187,7 +192,7 @@ func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions, r
 		if err := opts.PlaceMonitor(ctx, cmd.Process.Pid); err != nil {
 			return abort(fmt.Errorf("place conmon: %w", err))
 		}
-	} else if opts.MonitorCgroup != "" {
+	} else if opts.MonitorCgroup != "" && !spawned {
 		if err := cgroups.MoveProcess(cmd.Process.Pid, opts.MonitorCgroup); err != nil {
 			return abort(fmt.Errorf("move conmon to cgroup %s: %w", opts.MonitorCgroup, err))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -41,6 +42,10 @@ type CreateOptions struct {
 	// missing and never removed. "" leaves the monitor in the daemon's
 	// cgroups.
 	MonitorCgroup string
+	// SpawnMonitor, if set, starts the monitor process (as exec.Cmd's
+	// Start) already in MonitorCgroup (cgroups.Spawner), so that the
+	// runtime need not move it there; PlaceMonitor, if also set, wins.
+	SpawnMonitor func(*exec.Cmd) error
 	// PlaceMonitor, if set, places the monitor process instead of
 	// MonitorCgroup: under the systemd driver it starts the monitor's own
 	// transient scope (podbay-conmon-<id>.scope, podbay-shim-<pod>.scope).

@@ -248,6 +248,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		Stdin:         cfg.GetStdin(),
 		StdinOnce:     cfg.GetStdinOnce(),
 		MonitorCgroup: s.monitorCgroup(),
+		SpawnMonitor:  s.spawnMonitor(ctx),
 		PlaceMonitor:  s.placeMonitor(rec.RuntimeHandler, rec.ID),
 	})
 	if err != nil {

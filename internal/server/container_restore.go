@@ -151,6 +151,7 @@ func (s *Server) startOrRestore(ctx context.Context, rt runtime.Runtime, c *cont
 		Stdin:         cfg.GetStdin(),
 		StdinOnce:     cfg.GetStdinOnce(),
 		MonitorCgroup: s.monitorCgroup(),
+		SpawnMonitor:  s.spawnMonitor(ctx),
 		PlaceMonitor:  s.placeMonitor(rec.RuntimeHandler, c.ID),
 	}, rec.RestoreFrom)
 	if err != nil {

@@ -322,7 +322,7 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg 
 // returns its pid.
 func (s *Server) createPause(ctx context.Context, rt runtime.Runtime, id, handler, bundle string, cfg *runtimeapi.PodSandboxConfig) (int, error) {
 	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle, MonitorCgroup: s.monitorCgroup(),
-		PlaceMonitor: s.placeMonitor(handler, id)})
+		SpawnMonitor: s.spawnMonitor(ctx), PlaceMonitor: s.placeMonitor(handler, id)})
 	if err != nil {
 		if name := refusedSysctl(err, cfg.GetLinux().GetSysctls()); name != "" {
 			return 0, fmt.Errorf("create sandbox container: the kernel refused sysctl %s=%q: %v: %w",

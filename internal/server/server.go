@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/apparmor"
+	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/failpoint"
@@ -159,6 +161,7 @@ type Server struct {
 	// removals are RemoveContainer's removals finished in the background
 	// (container_remove_async.go).
 	removals containerRemovals
+	spawner  monitorSpawner
 	// recovered is closed when the background part of Recover is done.
 	recovered chan struct{}
 
@@ -300,6 +303,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.cancel()
 	s.bg.Wait()
 	s.releaseMasqueradeIfIdle(ctx)
+	s.spawner.once.Do(func() {}) // no spawner is made from now on
+	if s.spawner.sp != nil {
+		s.spawner.sp.Close()
+	}
 }
 
 // hit evaluates a failpoint.
@@ -325,6 +332,37 @@ func (s *Server) monitorCgroup() string {
 		return ""
 	}
 	return path.Join(s.cfg.DefaultCgroupParent, "conmon")
+}
+
+// monitorSpawner starts the monitors born in monitorCgroup (a
+// cgroups.Spawner), made on first use, so that no create waits for a
+// monitor's move between cgroups. Where that cannot be done the monitors
+// are moved as before.
+type monitorSpawner struct {
+	once sync.Once
+	sp   *cgroups.Spawner // nil: the monitors are moved
+}
+
+// spawnMonitor returns the monitors' spawner's Start, or nil when they are
+// placed otherwise: moved (no spawner could be made) or, under the
+// systemd driver, put in scopes of their own.
+func (s *Server) spawnMonitor(ctx context.Context) func(*exec.Cmd) error {
+	cg := s.monitorCgroup()
+	if cg == "" {
+		return nil
+	}
+	s.spawner.once.Do(func() {
+		sp, err := cgroups.NewSpawner(cg)
+		if err != nil {
+			log.G(ctx).Warn("monitors will be moved into their cgroup after they start", "cgroup", cg, "err", err)
+			return
+		}
+		s.spawner.sp = sp
+	})
+	if s.spawner.sp == nil {
+		return nil
+	}
+	return s.spawner.sp.Start
 }
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {

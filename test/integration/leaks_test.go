@@ -465,10 +465,14 @@ func (e *env) leakedCgroups(keep map[string]bool) []leak {
 			}
 			data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
 			// A shared cgroup (conmon's, say) may hold kept sandboxes'
-			// processes.
+			// processes. And the daemon's: on a cgroup v1 host one of its
+			// threads, the monitors' spawner, is in the monitor cgroup.
 			var foreign []string
 			for _, f := range strings.Fields(string(data)) {
 				pid, _ := strconv.Atoi(f)
+				if pid == k.daemon && pid != 0 {
+					continue
+				}
 				if q := k.procs[pid]; q != nil {
 					if _, kept := k.classify(q); kept {
 						continue
