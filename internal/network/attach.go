@@ -140,6 +140,9 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 		return nil, err
 	}
 	sel := snap.selected
+	// podbay's own network without the plugins this pod has no use for;
+	// libcni caches the list with the ADD, and Teardown's DEL uses that.
+	list := sel.trimmed.forCaps(sel.list, rt.CapabilityArgs)
 	start := time.Now()
 
 	// An ADD that failed half way may have created a veth or reserved an
@@ -148,7 +151,7 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 	defer undo.OnError(log.With(ctx, "id", att.ID), &retErr, "cni del after failed add", func(ctx context.Context) error {
 		var errs []error
 		if mainAttempted {
-			errs = append(errs, m.cni.DelNetworkList(ctx, sel.list, rt))
+			errs = append(errs, m.cni.DelNetworkList(ctx, list, rt))
 		}
 		errs = append(errs, m.cni.DelNetworkList(ctx, loopbackList, loopbackRuntimeConf(rt)))
 		return errors.Join(errs...)
@@ -158,7 +161,7 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 		return nil, fmt.Errorf("cni add network %q for %s: %w", loopbackNetwork, att.ID, err)
 	}
 	mainAttempted = true
-	res, err := m.cni.AddNetworkList(ctx, sel.list, rt)
+	res, err := m.cni.AddNetworkList(ctx, list, rt)
 	if err != nil {
 		return nil, fmt.Errorf("cni add network %q (%s) for %s: %w", sel.list.Name, sel.file, att.ID, err)
 	}

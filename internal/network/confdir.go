@@ -44,6 +44,9 @@ type selectedConfig struct {
 	// bridge is the host bridge named by a "bridge" plugin in the list, ""
 	// when the list has none; Settings.Bridge is filled from it.
 	bridge string
+	// trimmed are list's variants without the plugins a pod has no use
+	// for, when podbay generated list (trim.go); nil otherwise.
+	trimmed trimmedLists
 }
 
 // config returns the current view of ConfDir, re-reading it when its files
@@ -202,7 +205,11 @@ func (m *Manager) loadUsable(ctx context.Context, name string) (*selectedConfig,
 	if _, err := m.cni.ValidateNetworkList(ctx, list); err != nil {
 		return nil, fmt.Errorf("network %q: %w", list.Name, err)
 	}
-	return &selectedConfig{file: name, list: list, bridge: bridgeName(list)}, nil
+	trimmed, err := trimDefault(list)
+	if err != nil {
+		return nil, err
+	}
+	return &selectedConfig{file: name, list: list, bridge: bridgeName(list), trimmed: trimmed}, nil
 }
 
 // loadConfFile parses a .conflist, or a single-plugin .conf/.json turned into

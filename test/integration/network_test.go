@@ -47,9 +47,20 @@ func TestHostNetworkPod(t *testing.T) {
 }
 
 // TestHostPort: a port mapping publishes the pod's port on the host through
-// CNI's portmap plugin, and stop withdraws it.
+// CNI's portmap plugin, and stop withdraws it: with an operator's network,
+// and with one in the shape of podbay's own, which runs portmap only for
+// pods with hostPorts (and so must for this one).
 func TestHostPort(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	for _, opts := range []struct {
+		name string
+		envOptions
+	}{{"operator's network", envOptions{}}, {"podbay's network", envOptions{podbayMasquerade: true}}} {
+		t.Run(opts.name, func(t *testing.T) { testHostPort(t, opts.envOptions) })
+	}
+}
+
+func testHostPort(t *testing.T, opts envOptions) {
+	e := newEnv(t, opts)
 	e.start("")
 
 	hostPort := freePort(t)
