@@ -117,6 +117,7 @@ pause_image=registry.k8s.io/pause:3.10
 registry_pid=
 pb_pid=
 ctr_pid=
+run_tmpfs=
 failed=0
 
 # stop_pid stops a process this script started: SIGTERM, then SIGKILL
@@ -217,6 +218,9 @@ finish() {
 	ip link del "$pb_bridge" 2>/dev/null
 	ip link del "$ctr_bridge" 2>/dev/null
 	remove_cgroups "$cgroup_base"
+	for f in $run_tmpfs; do
+		! mountpoint -q "$f" || umount "$f" || failed=1
+	done
 
 	if [ "$failed" -ne 0 ] || [ -n "${KEEP_LOGS:-}" ]; then
 		keep_logs pbcmp-logs "daemon and registry"
@@ -234,6 +238,15 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 mkdir -p "$bin" "$pb"/{root,state,net.d,cni-cache,netns,registries.d} "$ctr"/{root,state,net.d,ipam,runc,opt} "$tmp"/podlogs/{pb,ctr}
+# Each daemon's run-time state on a tmpfs of its own, as on a node, where
+# /run is one: podbayd's --state (/run/podbay: runtime state, exits, attach
+# sockets, netns), containerd's state (/run/containerd: bundles, netns) and
+# its runc root (/run/containerd/runc). Their roots stay on the temp dir's
+# disk, as /var/lib does.
+run_tmpfs="$pb/state $pb/netns $ctr/state $ctr/runc"
+for f in $run_tmpfs; do
+	mount -t tmpfs -o mode=0755 pbcmp-run "$f"
+done
 shim_sockets >"$top/shim-sockets-before"
 
 build_binaries podbay-bench

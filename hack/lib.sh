@@ -185,9 +185,10 @@ remove_nat_rules() {
 }
 
 # our_mounts prints the mount points under the temp dir, deepest last, each
-# prefixed with its filesystem type.
+# prefixed with its filesystem type; not the tmpfs mounts the script made
+# itself for the daemons' run-time state ($run_tmpfs, space-separated).
 our_mounts() {
-	awk -v t="$tmp/" 'index($5, t) == 1 {
+	awk -v t="$tmp/" -v skip=" ${run_tmpfs:-} " 'index($5, t) == 1 && index(skip, " " $5 " ") == 0 {
 		# The filesystem type follows the " - " separator.
 		for (i = 7; i <= NF; i++) if ($i == "-") break
 		print $(i + 1), $5
