@@ -45,9 +45,10 @@ func podOf(id string, annotations map[string]string) string {
 // config.json, whose root.path is the mounted root filesystem; no mounts
 // are handed to the shim. The container's stdio are FIFOs podbay makes;
 // it copies stdout and stderr to opts.LogPath in the CRI format ("":
-// discarded). opts.MonitorCgroup, when set, is the cgroup the pod's shim is
-// moved into once started (as conmon is), so that it survives a restart
-// of a daemon whose service manager kills the daemon's cgroup.
+// discarded). opts.MonitorCgroup, when set, is the cgroup the pod's shim
+// lives in (as conmon does), so that it survives a restart of a daemon
+// whose service manager kills the daemon's cgroup: born there through
+// opts.SpawnMonitor, or moved there once started.
 //
 // An ID that is known is rejected with ErrAlreadyExists. On failure
 // nothing is left: the task, the shim it started, the FIFOs and the log
@@ -134,7 +135,8 @@ func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid i
 	})
 
 	if podID == id {
-		if p, err = r.startShim(ctx, id, opts.BundleDir, opts.MonitorCgroup, opts.PlaceMonitor); err != nil {
+		if p, err = r.startShim(ctx, id, opts.BundleDir,
+			monitorPlacement{cgroup: opts.MonitorCgroup, spawn: opts.SpawnMonitor, place: opts.PlaceMonitor}); err != nil {
 			return 0, fmt.Errorf("create container %s: %w", id, timedOut(parent, ctx, r.cfg.CreateTimeout, err))
 		}
 		defer undo.OnError(ctx, &retErr, "stop shim", func(ctx context.Context) error {

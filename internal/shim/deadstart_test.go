@@ -79,7 +79,7 @@ func TestStartShimDeadShimSocketRemoved(t *testing.T) {
 			}
 			defer r.Close()
 
-			_, err = r.startShim(context.Background(), "sb", bundle, "", nil)
+			_, err = r.startShim(context.Background(), "sb", bundle, monitorPlacement{})
 			if err == nil {
 				t.Fatal("startShim of a dead shim succeeded")
 			}

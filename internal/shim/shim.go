@@ -198,10 +198,19 @@ func (p *pod) shimPid() int {
 	return p.proc.Pid()
 }
 
+// monitorPlacement is where a pod's shim goes (runtime.CreateOptions'
+// fields of the same names): spawned into the cgroup, placed by place, or
+// moved into cgroup once it runs; the zero value leaves it in the daemon's.
+type monitorPlacement struct {
+	cgroup string
+	spawn  func(*exec.Cmd) error
+	place  func(context.Context, int) error
+}
+
 // startShim runs the shim's start command in the sandbox bundle, connects
 // to the shim it started and records it. On failure nothing is left: the
 // shim, if one started, is shut down.
-func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string, place func(context.Context, int) error) (_ *pod, retErr error) {
+func (r *Runtime) startShim(ctx context.Context, id, bundle string, where monitorPlacement) (_ *pod, retErr error) {
 	p := r.newPod(id, bundle)
 	if err := os.RemoveAll(p.dir); err != nil {
 		return nil, err
@@ -232,7 +241,12 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string, plac
 	p.log = lr
 	copyShimLog(p.ctx, &r.wg, lr)
 
-	out, err := r.runShimStart(ctx, p)
+	// The start command's daemonised shim is born where the command is.
+	spawn := where.spawn
+	if where.place != nil {
+		spawn = nil
+	}
+	out, err := r.runShimStart(ctx, p, spawn)
 	if err != nil {
 		return nil, err
 	}
@@ -247,13 +261,13 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string, plac
 		return nil, fmt.Errorf("connect to shim at %s: %w", address, err)
 	}
 	// Before any task: what the shim starts from now on is born there.
-	if place != nil {
-		if err := place(ctx, p.proc.Pid()); err != nil {
+	if where.place != nil {
+		if err := where.place(ctx, p.proc.Pid()); err != nil {
 			return nil, fmt.Errorf("place shim %d: %w", p.proc.Pid(), err)
 		}
-	} else if cgroup != "" {
-		if err := cgroups.MoveProcess(p.proc.Pid(), cgroup); err != nil {
-			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.Pid(), cgroup, err)
+	} else if where.cgroup != "" && spawn == nil {
+		if err := cgroups.MoveProcess(p.proc.Pid(), where.cgroup); err != nil {
+			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.Pid(), where.cgroup, err)
 		}
 	}
 	if err := writeRecord(filepath.Join(p.dir, podFile), p.record()); err != nil {
@@ -264,7 +278,8 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle, cgroup string, plac
 }
 
 // runShimStart runs `<shim> … start` for p and returns what it printed.
-func (r *Runtime) runShimStart(ctx context.Context, p *pod) ([]byte, error) {
+// spawn, if set, starts the command in place of exec.Cmd's Start.
+func (r *Runtime) runShimStart(ctx context.Context, p *pod, spawn func(*exec.Cmd) error) ([]byte, error) {
 	var stdin []byte
 	if r.cfg.Options != nil {
 		// As containerd: the Any itself, marshalled.
@@ -281,7 +296,7 @@ func (r *Runtime) runShimStart(ctx context.Context, p *pod) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	log.G(ctx).Debug("starting shim", "pod", p.id, "path", r.cfg.ShimPath, "args", args)
-	if err := runBounded(ctx, cmd); err != nil {
+	if err := runBounded(ctx, cmd, spawn); err != nil {
 		return nil, fmt.Errorf("start shim: %w%s", err, outputSuffix(stderr.Bytes(), stdout.Bytes()))
 	}
 	return stdout.Bytes(), nil
@@ -323,9 +338,13 @@ func (r *Runtime) shimCommand(dir string, args []string) *exec.Cmd {
 }
 
 // runBounded runs cmd until it exits or ctx ends; then its process group
-// is killed.
-func runBounded(ctx context.Context, cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
+// is killed. spawn, if set, starts it in place of cmd.Start.
+func runBounded(ctx context.Context, cmd *exec.Cmd, spawn func(*exec.Cmd) error) error {
+	start := cmd.Start
+	if spawn != nil {
+		start = func() error { return spawn(cmd) }
+	}
+	if err := start(); err != nil {
 		return err
 	}
 	done := make(chan error, 1)
@@ -561,7 +580,7 @@ func (r *Runtime) runShimDelete(ctx context.Context, id, bundle string, exit run
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cctx, cancel := r.commandContext(ctx)
 	defer cancel()
-	if err := runBounded(cctx, cmd); err != nil {
+	if err := runBounded(cctx, cmd, nil); err != nil {
 		return exit, fmt.Errorf("clean up after dead shim: %w%s", err, outputSuffix(stderr.Bytes()))
 	}
 	if s := strings.TrimSpace(stderr.String()); s != "" {
