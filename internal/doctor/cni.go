@@ -66,7 +66,7 @@ func ResolveNetwork(p Probe, cfg *config.Config) (*Network, Result) {
 			skipped = append(skipped, fmt.Sprintf("%s: plugins not in %s: %s", f.File, strings.Join(nc.PluginDirs, ", "), strings.Join(missing, ", ")))
 			continue
 		}
-		desc := fmt.Sprintf("network %q from %s: plugins %s found", n.Name, filepath.Join(nc.ConfDir, f.File), strings.Join(append(n.Plugins, network.LoopbackPlugin), ", "))
+		desc := fmt.Sprintf("network %q from %s: plugins %s found", n.Name, filepath.Join(nc.ConfDir, f.File), strings.Join(n.Plugins, ", "))
 		if len(skipped) > 0 {
 			return n, warn(check, "fix or remove the files skipped", "%s; skipped before it: %s", desc, strings.Join(skipped, "; "))
 		}
@@ -95,15 +95,16 @@ func ResolveNetwork(p Probe, cfg *config.Config) (*Network, Result) {
 		return n, fail(check, "make "+nc.ConfDir+" writable or drop a conflist into it", "no network config in %s, and podbayd cannot write its default there (%s): %v", nc.ConfDir, dir, err)
 	}
 	return n, ok(check, "no network config in %s: podbayd would write %s (network %q, bridge %s, %s); plugins %s found",
-		nc.ConfDir, network.DefaultConfFile, n.Name, n.Bridge, nc.DefaultSubnet, strings.Join(append(n.Plugins, network.LoopbackPlugin), ", "))
+		nc.ConfDir, network.DefaultConfFile, n.Name, n.Bridge, nc.DefaultSubnet, strings.Join(n.Plugins, ", "))
 }
 
-// missingPlugins returns the plugin types (loopback included) found in no
-// plugin dir as an executable file.
+// missingPlugins returns the plugin types found in no plugin dir as an
+// executable file. (podbayd brings a pod's "lo" up itself: the loopback
+// plugin is not needed.)
 func missingPlugins(p Probe, dirs, types []string) []string {
 	var missing []string
 	seen := map[string]bool{}
-	for _, t := range append(append([]string(nil), types...), network.LoopbackPlugin) {
+	for _, t := range types {
 		if seen[t] {
 			continue
 		}

@@ -30,16 +30,16 @@ func cniHost(t *testing.T, files map[string]string, plugins ...string) (*fakePro
 func TestResolveNetwork(t *testing.T) {
 	cfg := validConfig()
 
-	p, dir := cniHost(t, map[string]string{"20-mynet.conflist": goodConflist}, "bridge", "host-local", "portmap", "loopback")
+	p, dir := cniHost(t, map[string]string{"20-mynet.conflist": goodConflist}, "bridge", "host-local", "portmap")
 	cfg.Network.ConfDir = dir
 	n, r := ResolveNetwork(p, cfg)
-	wantVerdict(t, r, OK, `network "mynet" from `+dir+"/20-mynet.conflist: plugins bridge, host-local, portmap, loopback found")
+	wantVerdict(t, r, OK, `network "mynet" from `+dir+"/20-mynet.conflist: plugins bridge, host-local, portmap found")
 	if n == nil || n.Name != "mynet" || n.Bridge != "br7" || n.IPAMDir != "/srv/ipam/mynet" {
 		t.Fatalf("network = %+v", n)
 	}
 
 	// A broken file sorts first: podbayd skips it, and so does doctor.
-	p, dir = cniHost(t, map[string]string{"10-broken.conf": "{not json", "20-mynet.conflist": goodConflist}, "bridge", "host-local", "portmap", "loopback")
+	p, dir = cniHost(t, map[string]string{"10-broken.conf": "{not json", "20-mynet.conflist": goodConflist}, "bridge", "host-local", "portmap")
 	cfg.Network.ConfDir = dir
 	n, r = ResolveNetwork(p, cfg)
 	wantVerdict(t, r, Warn, "skipped before it: 10-broken.conf")
@@ -51,13 +51,13 @@ func TestResolveNetwork(t *testing.T) {
 	p, dir = cniHost(t, map[string]string{"20-mynet.conflist": goodConflist}, "bridge")
 	cfg.Network.ConfDir = dir
 	n, r = ResolveNetwork(p, cfg)
-	wantVerdict(t, r, Fail, "plugins not in /usr/lib/cni, /opt/cni/bin: host-local, portmap, loopback")
+	wantVerdict(t, r, Fail, "plugins not in /usr/lib/cni, /opt/cni/bin: host-local, portmap")
 	if n == nil || n.Name != "mynet" {
 		t.Fatalf("network = %+v", n)
 	}
 
 	// Empty dir: podbayd's default network, whose plugins must be there.
-	p, dir = cniHost(t, nil, "bridge", "portmap", "bandwidth", "host-local", "loopback")
+	p, dir = cniHost(t, nil, "bridge", "portmap", "bandwidth", "host-local")
 	cfg.Network.ConfDir = dir
 	n, r = ResolveNetwork(p, cfg)
 	wantVerdict(t, r, OK, `podbayd would write 10-podbay.conflist (network "podbay", bridge podbay0, 10.88.0.0/16)`)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,34 +17,31 @@ import (
 	"github.com/podbay/podbay/internal/undo"
 )
 
+// loopbackNetwork and loopbackIfName are the network an earlier podbay
+// added every pod's "lo" to with the loopback plugin (containerd's names).
+// Setup brings "lo" up itself now; Teardown still DELs that network where
+// libcni's cache has it, for the pods of that podbay.
 const (
-	// loopbackNetwork and loopbackIfName are the separate network Setup adds
-	// for the pod's "lo", the names containerd uses.
 	loopbackNetwork = "cni-loopback"
 	loopbackIfName  = "lo"
 )
 
-// loopbackList is loopbackConf as a one-plugin list. DEL goes through it:
-// libcni's list DEL drops a cache entry it cannot read (a daemon killed
-// while libcni wrote it leaves it torn) and still runs the plugin, where
-// the single-network DEL fails on it for ever, and the pod with it.
+// loopbackList is the loopback plugin's network, as a one-plugin list.
+// Teardown's DEL of an earlier podbay's "lo" goes through it: libcni's
+// list DEL drops a cache entry it cannot read (a daemon killed while
+// libcni wrote it leaves it torn) and still runs the plugin, where the
+// single-network DEL fails on it for ever, and the pod with it.
 var loopbackList = func() *libcni.NetworkConfigList {
-	list, err := libcni.ConfListFromConf(loopbackConf)
-	if err != nil {
-		panic(err)
-	}
-	return list
-}()
-
-// loopbackConf is the loopback plugin's network. It is parsed once and never
-// modified (libcni copies a config before injecting into it).
-var loopbackConf = func() *libcni.NetworkConfig {
 	conf, err := libcni.ConfFromBytes([]byte(
 		`{"cniVersion":"` + defaultCNIVersion + `","name":"` + loopbackNetwork + `","type":"loopback"}`))
 	if err != nil {
 		panic(err)
 	}
-	return conf
+	list, err := libcni.ConfListFromConf(conf)
+	if err != nil {
+		panic(err)
+	}
+	return list
 }()
 
 // Attachment is one pod's attachment to the pod network.
@@ -116,10 +115,10 @@ type cniDNS struct {
 	Options  []string `json:"options,omitempty"`
 }
 
-// Setup runs CNI ADD for the loopback network ("lo") and then the default
-// network (the first usable config in ConfDir, in lexical order, like
-// kubelet and containerd) into att.NetNS, and returns the pod's network
-// settings. SandboxID, SandboxKey and Activation are left for the caller.
+// Setup brings the namespace's "lo" up (as the loopback plugin would, see
+// loopbackUp) and runs CNI ADD of the default network (the first usable
+// config in ConfDir, in lexical order, like kubelet and containerd) into
+// att.NetNS, and returns the pod's network settings. SandboxID, SandboxKey and Activation are left for the caller.
 //
 // When no usable config exists the error is a *NoConfigError, classified as
 // errdefs.ErrFailedPrecondition. A plugin failure is returned with the
@@ -145,22 +144,15 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 	list := sel.trimmed.forCaps(sel.list, rt.CapabilityArgs)
 	start := time.Now()
 
+	// "lo" goes with the namespace: nothing to undo.
+	if err := m.loopbackUp(att.NetNS); err != nil {
+		return nil, fmt.Errorf("network setup for %s: %w", att.ID, err)
+	}
 	// An ADD that failed half way may have created a veth or reserved an
 	// address: DEL what was attempted.
-	mainAttempted := false
 	defer undo.OnError(log.With(ctx, "id", att.ID), &retErr, "cni del after failed add", func(ctx context.Context) error {
-		var errs []error
-		if mainAttempted {
-			errs = append(errs, m.cni.DelNetworkList(ctx, list, rt))
-		}
-		errs = append(errs, m.cni.DelNetworkList(ctx, loopbackList, loopbackRuntimeConf(rt)))
-		return errors.Join(errs...)
+		return m.cni.DelNetworkList(ctx, list, rt)
 	})
-
-	if _, err := m.cni.AddNetwork(ctx, loopbackConf, loopbackRuntimeConf(rt)); err != nil {
-		return nil, fmt.Errorf("cni add network %q for %s: %w", loopbackNetwork, att.ID, err)
-	}
-	mainAttempted = true
 	res, err := m.cni.AddNetworkList(ctx, list, rt)
 	if err != nil {
 		return nil, fmt.Errorf("cni add network %q (%s) for %s: %w", sel.list.Name, sel.file, att.ID, err)
@@ -181,7 +173,7 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 }
 
 // Teardown runs CNI DEL for att. For each network libcni has a cached ADD
-// for att.ID (the default network and "lo"), DEL uses the cached config and
+// for att.ID (the default network, and "lo" of an earlier podbay's pod), DEL uses the cached config and
 // arguments, because the operator may have changed ConfDir since the ADD. When
 // the default network has no cache entry (the ADD failed, or predates the
 // cache), DEL uses the current config with att's arguments.
@@ -212,12 +204,21 @@ func (m *Manager) Teardown(ctx context.Context, att Attachment) error {
 	if !haveMain {
 		errs = append(errs, m.delCurrent(ctx, rt))
 	}
-	if !haveLo {
-		if err := m.cni.DelNetworkList(ctx, loopbackList, loopbackRuntimeConf(rt)); err != nil {
+	// An earlier podbay's "lo" entry that libcni could not read (torn).
+	if !haveLo && m.loopbackCacheFile(att.ID) {
+		lo := &libcni.RuntimeConf{ContainerID: rt.ContainerID, NetNS: rt.NetNS, IfName: loopbackIfName, Args: rt.Args}
+		if err := m.cni.DelNetworkList(ctx, loopbackList, lo); err != nil {
 			errs = append(errs, fmt.Errorf("cni del network %q for %s: %w", loopbackNetwork, att.ID, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// loopbackCacheFile reports whether libcni's cache holds a "lo" entry of
+// pod id, readable or not.
+func (m *Manager) loopbackCacheFile(id string) bool {
+	_, err := os.Lstat(filepath.Join(m.cfg.CacheDir, "results", loopbackNetwork+"-"+id+"-"+loopbackIfName))
+	return err == nil
 }
 
 // delCurrent runs DEL with the current default network.
@@ -319,17 +320,6 @@ func (m *Manager) runtimeConf(att Attachment, netns string) (*libcni.RuntimeConf
 		Args:           args,
 		CapabilityArgs: caps,
 	}, nil
-}
-
-// loopbackRuntimeConf is rt for the "lo" network. The loopback plugin takes
-// no capabilities.
-func loopbackRuntimeConf(rt *libcni.RuntimeConf) *libcni.RuntimeConf {
-	return &libcni.RuntimeConf{
-		ContainerID: rt.ContainerID,
-		NetNS:       rt.NetNS,
-		IfName:      loopbackIfName,
-		Args:        rt.Args,
-	}
 }
 
 // cniArgs builds CNI_ARGS. IgnoreUnknown=1 comes first so that plugins that

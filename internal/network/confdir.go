@@ -184,12 +184,6 @@ func (m *Manager) loadConfDir(ctx context.Context, fp string) *confSnapshot {
 	}
 	if snap.selected == nil {
 		snap.err = &NoConfigError{Dir: m.cfg.ConfDir, Skipped: snap.skipped}
-		return snap
-	}
-	// Every pod also gets "lo" from the loopback plugin; without it Setup
-	// cannot succeed, so Status must not report ready.
-	if _, err := m.cni.ValidateNetwork(ctx, loopbackConf); err != nil {
-		snap.err = &NoConfigError{Dir: m.cfg.ConfDir, Loopback: err}
 	}
 	return snap
 }

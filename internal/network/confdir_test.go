@@ -39,6 +39,9 @@ func newUnitManager(t *testing.T, files map[string]string) (m *Manager, logDir s
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The attachments' namespaces are not real; "lo" is checked on real
+	// ones (TestLoopbackUp, the integration tests).
+	m.loopbackUp = func(string) error { return nil }
 	return m, logDir
 }
 
@@ -182,13 +185,13 @@ func TestStatusNoUsableConfig(t *testing.T) {
 		}
 	})
 	t.Run("no loopback plugin", func(t *testing.T) {
+		// podbay brings "lo" up itself: the network needs its own plugins.
 		m, _ := newUnitManager(t, map[string]string{"10-a.conflist": conflist("a", "1.0.0", "rec")})
 		if err := os.Remove(filepath.Join(m.cfg.PluginDirs[0], "loopback")); err != nil {
 			t.Fatal(err)
 		}
-		err := m.Status(context.Background())
-		if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "loopback") {
-			t.Fatalf("Status = %v, want an error about the loopback plugin", err)
+		if err := m.Status(context.Background()); err != nil {
+			t.Fatalf("Status = %v, want ready without the loopback plugin", err)
 		}
 	})
 }

@@ -54,10 +54,6 @@ func DefaultConfList(c Config) (*libcni.NetworkConfigList, error) {
 	return libcni.ConfListFromBytes(data)
 }
 
-// LoopbackPlugin is the plugin type podbayd adds every pod's "lo" with,
-// next to the network's own plugins.
-const LoopbackPlugin = "loopback"
-
 // BridgeName returns the bridge a "bridge" plugin in list attaches pods to
 // ("" when the list has none).
 func BridgeName(list *libcni.NetworkConfigList) string { return bridgeName(list) }

@@ -485,7 +485,7 @@ func TestIntegrationRestartTeardownCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cached) != 1 || cached[0].ID != att.ID || cached[0].NetNS != att.NetNS || len(cached[0].Networks) != 2 {
+	if len(cached) != 1 || cached[0].ID != att.ID || cached[0].NetNS != att.NetNS || len(cached[0].Networks) != 1 {
 		t.Fatalf("Cached = %+v", cached)
 	}
 	if err := m2.TeardownCached(ctx, cached[0]); err != nil {

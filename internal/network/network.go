@@ -1,8 +1,8 @@
 // Package network is podbay's pod-network manager. It configures a pod's
 // network namespace through CNI, calling libcni directly: one ADD of the
 // default network (the first usable config in the config directory) with the
-// pod's interface, plus an ADD of the loopback plugin for "lo", and the
-// matching DELs on teardown.
+// pod's interface, and the matching DEL on teardown; the pod's "lo" it
+// brings up itself.
 //
 // The package does not create or own network namespaces: the caller pins one
 // and passes its path. It does not know about CRI types either: requests come
@@ -129,6 +129,10 @@ type Manager struct {
 	masqMu sync.Mutex
 	// masqNets are the networks whose masquerade this Manager installed.
 	masqNets map[string]bool // guarded by masqMu
+
+	// loopbackUp brings "lo" up in a pod's namespace (loopback.go); unit
+	// tests, whose namespaces are not real, record the call instead.
+	loopbackUp func(netns string) error
 }
 
 // reloadTimeout bounds the plugin VERSION calls of a config reload that New
@@ -152,9 +156,10 @@ func New(cfg Config) (*Manager, error) {
 	// Setups).
 	exec := &pluginExec{timeout: cfg.PluginTimeout, stderr: os.Stderr}
 	m := &Manager{
-		cfg:  cfg,
-		exec: exec,
-		cni:  libcni.NewCNIConfigWithCacheDir(cfg.PluginDirs, cfg.CacheDir, exec),
+		cfg:        cfg,
+		exec:       exec,
+		cni:        libcni.NewCNIConfigWithCacheDir(cfg.PluginDirs, cfg.CacheDir, exec),
+		loopbackUp: loopbackUp,
 	}
 	if cfg.WriteDefault {
 		ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
@@ -167,7 +172,7 @@ func New(cfg Config) (*Manager, error) {
 }
 
 // Status returns nil when a network config in ConfDir loads and the plugins
-// it names (and the loopback plugin) exist and support its version. Otherwise
+// it names exist and support its version. Otherwise
 // the error's message is the reason, fit to show as NetworkReady=false in CRI
 // Status; it is classified as errdefs.ErrFailedPrecondition.
 //
@@ -192,8 +197,6 @@ type NoConfigError struct {
 	// Skipped lists the candidate files and why each was not usable, in the
 	// order they were considered.
 	Skipped []SkippedConfig
-	// Loopback, when set, is why the loopback plugin cannot be used.
-	Loopback error
 }
 
 // SkippedConfig is a config file that was not used, and why.
@@ -204,10 +207,6 @@ type SkippedConfig struct {
 
 func (e *NoConfigError) Error() string {
 	var b strings.Builder
-	if e.Loopback != nil {
-		fmt.Fprintf(&b, "cni loopback plugin unusable: %v", e.Loopback)
-		return b.String()
-	}
 	fmt.Fprintf(&b, "no usable cni network config in %s", e.Dir)
 	for i, s := range e.Skipped {
 		sep := "; "

@@ -41,6 +41,7 @@ func TestDefaultNetworkSkipsUnusedPlugins(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			m.loopbackUp = func(string) error { return nil }
 			att := testAttachment()
 			att.PortMappings, att.Bandwidth = tt.ports, tt.bw
 			ctx := context.Background()
