@@ -71,7 +71,14 @@ func TestPullReturnsMemory(t *testing.T) {
 	}
 	idleBefore := before.HeapIdle - before.HeapReleased
 	idleAfter := after.HeapIdle - after.HeapReleased
-	if idleAfter >= idleBefore || after.HeapReleased <= before.HeapReleased {
+	// The runtime's background scavenger may have returned the garbage
+	// already (a busy CI host, -race): then there is nothing left to
+	// show, and the release must not have kept more.
+	const nothingToShow = 1 << 20
+	switch {
+	case idleBefore < nothingToShow && idleAfter > idleBefore:
+		t.Errorf("idle heap grew across the release: %d -> %d bytes", idleBefore, idleAfter)
+	case idleBefore >= nothingToShow && (idleAfter >= idleBefore || after.HeapReleased <= before.HeapReleased):
 		t.Errorf("heap idle not released: idle-unreleased %d -> %d bytes, released %d -> %d",
 			idleBefore, idleAfter, before.HeapReleased, after.HeapReleased)
 	}
