@@ -52,8 +52,6 @@ var ErrSpawnerClosed = errors.New("cgroup spawner is closed")
 // migrations do not wait (cgroup2's favordynmods), that write costs tens
 // of microseconds.
 type Spawner struct {
-	path string
-
 	mu     sync.RWMutex
 	v2fd   int  // the cgroup's v2 directory (O_PATH) for CLONE_INTO_CGROUP, or -1; guarded by mu
 	closed bool // guarded by mu
@@ -80,7 +78,7 @@ func NewSpawner(path string) (*Spawner, error) {
 	if len(mounts) == 0 {
 		return nil, errors.New("no cgroup hierarchy mounted")
 	}
-	s := &Spawner{path: rel, v2fd: -1, quit: make(chan struct{}), done: make(chan struct{})}
+	s := &Spawner{v2fd: -1, quit: make(chan struct{}), done: make(chan struct{})}
 	var v1Dirs []string
 	for _, m := range mounts {
 		dir, err := makeCgroup(m, rel)
@@ -204,9 +202,6 @@ func (s *Spawner) primeMigration() {
 		_ = os.WriteFile(s.prime, []byte(strconv.Itoa(s.tid)), 0o644)
 	}()
 }
-
-// Path returns the cgroup's path, relative to each hierarchy's root.
-func (s *Spawner) Path() string { return s.path }
 
 // Close ends the placed thread and closes the cgroup's descriptor, once
 // no Start is under way. Processes it started are not affected.
