@@ -29,6 +29,8 @@
 #   BIN                    where `make build` puts binaries (bin)
 #   NODE_DRIVERS           cgroup drivers to run the suite with ("cgroupfs systemd")
 #   NODE_RUNTIMES          OCI runtimes to run the suite with ("runc crun")
+#   NODE_TYPES             handler types to run the suite as ("oci"; "oci vm" adds
+#                          the vm handler: containerd-shim-runc-v2 driving the runtime)
 #   NODE_TESTS             the suite's -test.run regexp (the focused list below)
 #   NODE_GVISOR            1 (default): build gVisor's runsc and shim (static,
 #                          from the module proxy), push them and run ^TestGVisor
@@ -51,6 +53,7 @@ source "$(dirname "$0")/node-lib.sh"
 
 NODE_DRIVERS=${NODE_DRIVERS:-cgroupfs systemd}
 NODE_RUNTIMES=${NODE_RUNTIMES:-runc crun}
+NODE_TYPES=${NODE_TYPES:-oci}
 # Pod and container lifecycle, exec/attach/logs, exit reasons (OOM), stats
 # and metrics, cgroup v2 resources/stats/OOM/resize, restart recovery,
 # the AppArmor default profile.
@@ -164,6 +167,12 @@ guest() {
 
 	# 1. Dependencies, as the README says.
 	check "install-deps.sh --node (README)" ./install-deps.sh --node
+	# The vm handler's shim (Debian's containerd), which a node needs only
+	# for such a handler.
+	if [[ " $NODE_TYPES " == *" vm "* ]]; then
+		check "containerd-shim-runc-v2 (package containerd) for the vm handler" \
+			bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd >/dev/null'
+	fi
 
 	# 2. podbayd under systemd, as make install lays it out.
 	install -m 0755 bin/podbayd bin/podbay bin/podbay-pause bin/crictl /usr/local/bin/
@@ -185,11 +194,15 @@ guest() {
 	check "podbayd runs in podbayd.service" bash -c "grep -q '^0::/system.slice/podbayd.service' /proc/\$(systemctl show -p MainPID --value podbayd)/cgroup"
 
 	# 3. The focused suite, per driver and runtime; then gVisor.
-	local driver rt
-	for driver in $NODE_DRIVERS; do
-		for rt in $NODE_RUNTIMES; do
-			suite_start=$SECONDS
-			suite "$driver,$rt" PODBAY_TEST_CGROUP_DRIVER="$driver" PODBAY_TEST_OCI_RUNTIME="$rt" -- -test.run "$NODE_TESTS"
+	local driver rt type label
+	for type in $NODE_TYPES; do
+		for driver in $NODE_DRIVERS; do
+			for rt in $NODE_RUNTIMES; do
+				suite_start=$SECONDS
+				label=$driver,$rt
+				[ "$type" = oci ] || label+=",$type"
+				suite "$label" PODBAY_TEST_RUNTIME_TYPE="$type" PODBAY_TEST_CGROUP_DRIVER="$driver" PODBAY_TEST_OCI_RUNTIME="$rt" -- -test.run "$NODE_TESTS"
+			done
 		done
 	done
 	if [ "$NODE_GVISOR" = 1 ]; then
@@ -289,7 +302,7 @@ vm_up=1
 check "testvm up" "$TESTVM" up || { summary; exit 1; }
 check "push $(du -sh "$work" | cut -f1) of binaries" "$TESTVM" push "$work" /root/nodetest || { summary; exit 1; }
 # The guest prints its own PASS/FAIL lines and summary; add them up.
-"$TESTVM" ssh "NODE_DRIVERS='$NODE_DRIVERS' NODE_RUNTIMES='$NODE_RUNTIMES' NODE_TESTS='$NODE_TESTS' NODE_GVISOR='$NODE_GVISOR'" \
+"$TESTVM" ssh "NODE_DRIVERS='$NODE_DRIVERS' NODE_RUNTIMES='$NODE_RUNTIMES' NODE_TYPES='$NODE_TYPES' NODE_TESTS='$NODE_TESTS' NODE_GVISOR='$NODE_GVISOR'" \
 	"NODE_CRITEST='$NODE_CRITEST' CRITEST_ARGS='$CRITEST_ARGS' NODE_TEST_TIMEOUT='$NODE_TEST_TIMEOUT'" \
 	"NODE_DAEMON_DRIVER='$NODE_DAEMON_DRIVER' NODE_DAEMON_RUNTIME='$NODE_DAEMON_RUNTIME' bash /root/nodetest/$(basename "$0") --guest /root/nodetest" 2>&1 |
 	tee "$work/guest.out"
