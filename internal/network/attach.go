@@ -118,7 +118,8 @@ type cniDNS struct {
 // Setup brings the namespace's "lo" up (as the loopback plugin would, see
 // loopbackUp) and runs CNI ADD of the default network (the first usable
 // config in ConfDir, in lexical order, like kubelet and containerd) into
-// att.NetNS, and returns the pod's network settings. SandboxID, SandboxKey and Activation are left for the caller.
+// att.NetNS, and returns the pod's network settings. SandboxID, SandboxKey
+// and Activation are left for the caller.
 //
 // When no usable config exists the error is a *NoConfigError, classified as
 // errdefs.ErrFailedPrecondition. A plugin failure is returned with the
@@ -173,8 +174,9 @@ func (m *Manager) Setup(ctx context.Context, att Attachment) (_ *Settings, retEr
 }
 
 // Teardown runs CNI DEL for att. For each network libcni has a cached ADD
-// for att.ID (the default network, and "lo" of an earlier podbay's pod), DEL uses the cached config and
-// arguments, because the operator may have changed ConfDir since the ADD. When
+// for att.ID (the default network, and "lo" of an earlier podbay's pod),
+// DEL uses the cached config and arguments, because the operator may have
+// changed ConfDir since the ADD. When
 // the default network has no cache entry (the ADD failed, or predates the
 // cache), DEL uses the current config with att's arguments.
 //

@@ -46,7 +46,7 @@ type selectedConfig struct {
 	bridge string
 	// trimmed are list's variants without the plugins a pod has no use
 	// for, when podbay generated list (trim.go); nil otherwise.
-	trimmed trimmedLists
+	trimmed *trimmedLists
 }
 
 // config returns the current view of ConfDir, re-reading it when its files

@@ -3,6 +3,7 @@ package network
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 )
@@ -19,29 +20,33 @@ var capabilityOnlyPlugins = map[string]string{
 }
 
 // trimmedLists are the variants of podbay's own default network without
-// the capability-only plugins an attachment has no use for: by the set of
-// capabilities it leaves out, "portMappings", "bandwidth" or both, joined
-// by a comma in capabilityOnlyPlugins' plugin order.
-type trimmedLists map[string]*libcni.NetworkConfigList
+// the capability-only plugins an attachment has no use for.
+type trimmedLists struct {
+	// present are the capabilities the list's capability-only plugins act
+	// on, in the list's order.
+	present []string
+	// lists are the variants by the capabilities they leave out, joined
+	// by a comma in present's order (trimKey).
+	lists map[string]*libcni.NetworkConfigList
+}
 
 // trimDefault returns the variants of list, a network podbay generated,
 // or nil for any other network: an operator's network runs every plugin
 // of its list, as CNI has it.
-func trimDefault(list *libcni.NetworkConfigList) (trimmedLists, error) {
+func trimDefault(list *libcni.NetworkConfigList) (*trimmedLists, error) {
 	if !generatedByPodbay(list.Bytes) {
 		return nil, nil
 	}
-	var present []string // capabilities a capability-only plugin of list acts on
+	t := &trimmedLists{lists: map[string]*libcni.NetworkConfigList{}}
 	for _, p := range list.Plugins {
 		if c, ok := capabilityOnlyPlugins[p.Network.Type]; ok {
-			present = append(present, c)
+			t.present = append(t.present, c)
 		}
 	}
-	out := trimmedLists{}
 	// Every non-empty subset of present, as a bit mask over it.
-	for mask := 1; mask < 1<<len(present); mask++ {
+	for mask := 1; mask < 1<<len(t.present); mask++ {
 		drop := map[string]bool{}
-		for i, c := range present {
+		for i, c := range t.present {
 			if mask&(1<<i) != 0 {
 				drop[c] = true
 			}
@@ -50,45 +55,39 @@ func trimDefault(list *libcni.NetworkConfigList) (trimmedLists, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[trimKey(present, drop)] = v
+		t.lists[t.key(drop)] = v
 	}
-	return out, nil
+	return t, nil
 }
 
 // forCaps returns the list to ADD an attachment with capability arguments
 // caps through: the variant without the capability-only plugins caps has
 // nothing for, or list itself.
-func (t trimmedLists) forCaps(list *libcni.NetworkConfigList, caps map[string]any) *libcni.NetworkConfigList {
+func (t *trimmedLists) forCaps(list *libcni.NetworkConfigList, caps map[string]any) *libcni.NetworkConfigList {
 	if t == nil {
 		return list
 	}
-	var present []string
 	drop := map[string]bool{}
-	for _, p := range list.Plugins {
-		if c, ok := capabilityOnlyPlugins[p.Network.Type]; ok {
-			present = append(present, c)
-			if _, used := caps[c]; !used {
-				drop[c] = true
-			}
+	for _, c := range t.present {
+		if _, used := caps[c]; !used {
+			drop[c] = true
 		}
 	}
-	if v := t[trimKey(present, drop)]; v != nil {
+	if v := t.lists[t.key(drop)]; v != nil {
 		return v
 	}
 	return list
 }
 
-func trimKey(present []string, drop map[string]bool) string {
-	key := ""
-	for _, c := range present {
+// key names the variant without the capabilities in drop.
+func (t *trimmedLists) key(drop map[string]bool) string {
+	var names []string
+	for _, c := range t.present {
 		if drop[c] {
-			if key != "" {
-				key += ","
-			}
-			key += c
+			names = append(names, c)
 		}
 	}
-	return key
+	return strings.Join(names, ",")
 }
 
 // withoutCapabilityPlugins is list without the capability-only plugins
