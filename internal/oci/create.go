@@ -169,12 +169,8 @@ func (r *Runtime) startConmon(ctx context.Context, opts runtime.CreateOptions, r
 	// Its own process group: a signal to the daemon's group must not reach
 	// it before it has detached (it calls setsid itself afterwards).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	spawned := opts.SpawnMonitor != nil && opts.PlaceMonitor == nil
-	start := cmd.Start
-	if spawned {
-		start = func() error { return opts.SpawnMonitor(cmd) }
-	}
-	if err := start(); err != nil {
+	spawned, err := opts.StartMonitor(cmd)
+	if err != nil {
 		return nil, 0, fmt.Errorf("start conmon: %w", err)
 	}
 	waitErr := make(chan error, 1)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 )
+
+// ErrMonitorNotSpawned is CreateOptions.SpawnMonitor's answer when it
+// cannot start monitors in their cgroup: it started nothing.
+var ErrMonitorNotSpawned = errors.New("monitor not spawned in its cgroup")
 
 // CreateOptions describes one container to create.
 type CreateOptions struct {
@@ -44,12 +49,27 @@ type CreateOptions struct {
 	MonitorCgroup string
 	// SpawnMonitor, if set, starts the monitor process (as exec.Cmd's
 	// Start) already in MonitorCgroup (cgroups.Spawner), so that the
-	// runtime need not move it there; PlaceMonitor, if also set, wins.
+	// runtime need not move it there, or returns ErrMonitorNotSpawned
+	// without starting it (the runtime then starts and moves it);
+	// PlaceMonitor, if also set, wins.
 	SpawnMonitor func(*exec.Cmd) error
 	// PlaceMonitor, if set, places the monitor process instead of
 	// MonitorCgroup: under the systemd driver it starts the monitor's own
 	// transient scope (podbay-conmon-<id>.scope, podbay-shim-<pod>.scope).
 	PlaceMonitor func(ctx context.Context, pid int) error
+}
+
+// StartMonitor starts the monitor process cmd: born in MonitorCgroup
+// through SpawnMonitor where it can (spawned), else with cmd.Start, and
+// the caller then places it (PlaceMonitor) or moves it (MonitorCgroup).
+func (o CreateOptions) StartMonitor(cmd *exec.Cmd) (spawned bool, err error) {
+	if o.SpawnMonitor != nil && o.PlaceMonitor == nil {
+		err := o.SpawnMonitor(cmd)
+		if !errors.Is(err, ErrMonitorNotSpawned) {
+			return err == nil, err
+		}
+	}
+	return false, cmd.Start()
 }
 
 // Validate checks the ID and that the bundle and log paths are absolute.

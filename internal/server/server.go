@@ -343,26 +343,31 @@ type monitorSpawner struct {
 	sp   *cgroups.Spawner // nil: the monitors are moved
 }
 
-// spawnMonitor returns the monitors' spawner's Start, or nil when they are
-// placed otherwise: moved (no spawner could be made) or, under the
-// systemd driver, put in scopes of their own.
+// spawnMonitor returns CreateOptions.SpawnMonitor for the monitors'
+// cgroup, or nil when they are placed otherwise (under the systemd driver,
+// in scopes of their own). The spawner is made when a runtime first starts
+// a monitor with it (not when options are built: a runtime that starts
+// none, a fake's, leaves the host's cgroups alone); where it cannot be
+// made, the monitors are moved as before.
 func (s *Server) spawnMonitor(ctx context.Context) func(*exec.Cmd) error {
 	cg := s.monitorCgroup()
 	if cg == "" {
 		return nil
 	}
-	s.spawner.once.Do(func() {
-		sp, err := cgroups.NewSpawner(cg)
-		if err != nil {
-			log.G(ctx).Warn("monitors will be moved into their cgroup after they start", "cgroup", cg, "err", err)
-			return
+	return func(cmd *exec.Cmd) error {
+		s.spawner.once.Do(func() {
+			sp, err := cgroups.NewSpawner(cg)
+			if err != nil {
+				log.G(ctx).Warn("monitors will be moved into their cgroup after they start", "cgroup", cg, "err", err)
+				return
+			}
+			s.spawner.sp = sp
+		})
+		if s.spawner.sp == nil {
+			return runtime.ErrMonitorNotSpawned
 		}
-		s.spawner.sp = sp
-	})
-	if s.spawner.sp == nil {
-		return nil
+		return s.spawner.sp.Start(cmd)
 	}
-	return s.spawner.sp.Start
 }
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {

@@ -135,8 +135,7 @@ func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid i
 	})
 
 	if podID == id {
-		if p, err = r.startShim(ctx, id, opts.BundleDir,
-			monitorPlacement{cgroup: opts.MonitorCgroup, spawn: opts.SpawnMonitor, place: opts.PlaceMonitor}); err != nil {
+		if p, err = r.startShim(ctx, id, opts.BundleDir, opts); err != nil {
 			return 0, fmt.Errorf("create container %s: %w", id, timedOut(parent, ctx, r.cfg.CreateTimeout, err))
 		}
 		defer undo.OnError(ctx, &retErr, "stop shim", func(ctx context.Context) error {

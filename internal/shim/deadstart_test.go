@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // A shim that is gone before podbay reaches it: its start command made
@@ -79,7 +81,7 @@ func TestStartShimDeadShimSocketRemoved(t *testing.T) {
 			}
 			defer r.Close()
 
-			_, err = r.startShim(context.Background(), "sb", bundle, monitorPlacement{})
+			_, err = r.startShim(context.Background(), "sb", bundle, runtime.CreateOptions{})
 			if err == nil {
 				t.Fatal("startShim of a dead shim succeeded")
 			}

@@ -198,19 +198,12 @@ func (p *pod) shimPid() int {
 	return p.proc.Pid()
 }
 
-// monitorPlacement is where a pod's shim goes (runtime.CreateOptions'
-// fields of the same names): spawned into the cgroup, placed by place, or
-// moved into cgroup once it runs; the zero value leaves it in the daemon's.
-type monitorPlacement struct {
-	cgroup string
-	spawn  func(*exec.Cmd) error
-	place  func(context.Context, int) error
-}
-
 // startShim runs the shim's start command in the sandbox bundle, connects
 // to the shim it started and records it. On failure nothing is left: the
 // shim, if one started, is shut down.
-func (r *Runtime) startShim(ctx context.Context, id, bundle string, where monitorPlacement) (_ *pod, retErr error) {
+// opts says where the shim goes (CreateOptions.StartMonitor): born in
+// the monitor cgroup, placed, or moved there once it runs.
+func (r *Runtime) startShim(ctx context.Context, id, bundle string, opts runtime.CreateOptions) (_ *pod, retErr error) {
 	p := r.newPod(id, bundle)
 	if err := os.RemoveAll(p.dir); err != nil {
 		return nil, err
@@ -242,11 +235,11 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle string, where monito
 	copyShimLog(p.ctx, &r.wg, lr)
 
 	// The start command's daemonised shim is born where the command is.
-	spawn := where.spawn
-	if where.place != nil {
-		spawn = nil
-	}
-	out, err := r.runShimStart(ctx, p, spawn)
+	spawned := false
+	out, err := r.runShimStart(ctx, p, func(cmd *exec.Cmd) (err error) {
+		spawned, err = opts.StartMonitor(cmd)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -261,13 +254,13 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle string, where monito
 		return nil, fmt.Errorf("connect to shim at %s: %w", address, err)
 	}
 	// Before any task: what the shim starts from now on is born there.
-	if where.place != nil {
-		if err := where.place(ctx, p.proc.Pid()); err != nil {
+	if opts.PlaceMonitor != nil {
+		if err := opts.PlaceMonitor(ctx, p.proc.Pid()); err != nil {
 			return nil, fmt.Errorf("place shim %d: %w", p.proc.Pid(), err)
 		}
-	} else if where.cgroup != "" && spawn == nil {
-		if err := cgroups.MoveProcess(p.proc.Pid(), where.cgroup); err != nil {
-			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.Pid(), where.cgroup, err)
+	} else if opts.MonitorCgroup != "" && !spawned {
+		if err := cgroups.MoveProcess(p.proc.Pid(), opts.MonitorCgroup); err != nil {
+			return nil, fmt.Errorf("move shim %d to cgroup %s: %w", p.proc.Pid(), opts.MonitorCgroup, err)
 		}
 	}
 	if err := writeRecord(filepath.Join(p.dir, podFile), p.record()); err != nil {
@@ -278,8 +271,8 @@ func (r *Runtime) startShim(ctx context.Context, id, bundle string, where monito
 }
 
 // runShimStart runs `<shim> … start` for p and returns what it printed.
-// spawn, if set, starts the command in place of exec.Cmd's Start.
-func (r *Runtime) runShimStart(ctx context.Context, p *pod, spawn func(*exec.Cmd) error) ([]byte, error) {
+// start starts the command (exec.Cmd's Start when nil).
+func (r *Runtime) runShimStart(ctx context.Context, p *pod, start func(*exec.Cmd) error) ([]byte, error) {
 	var stdin []byte
 	if r.cfg.Options != nil {
 		// As containerd: the Any itself, marshalled.
@@ -296,7 +289,7 @@ func (r *Runtime) runShimStart(ctx context.Context, p *pod, spawn func(*exec.Cmd
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	log.G(ctx).Debug("starting shim", "pod", p.id, "path", r.cfg.ShimPath, "args", args)
-	if err := runBounded(ctx, cmd, spawn); err != nil {
+	if err := runBounded(ctx, cmd, start); err != nil {
 		return nil, fmt.Errorf("start shim: %w%s", err, outputSuffix(stderr.Bytes(), stdout.Bytes()))
 	}
 	return stdout.Bytes(), nil
@@ -338,13 +331,12 @@ func (r *Runtime) shimCommand(dir string, args []string) *exec.Cmd {
 }
 
 // runBounded runs cmd until it exits or ctx ends; then its process group
-// is killed. spawn, if set, starts it in place of cmd.Start.
-func runBounded(ctx context.Context, cmd *exec.Cmd, spawn func(*exec.Cmd) error) error {
-	start := cmd.Start
-	if spawn != nil {
-		start = func() error { return spawn(cmd) }
+// is killed. start, if set, starts it in place of cmd.Start.
+func runBounded(ctx context.Context, cmd *exec.Cmd, start func(*exec.Cmd) error) error {
+	if start == nil {
+		start = (*exec.Cmd).Start
 	}
-	if err := start(); err != nil {
+	if err := start(cmd); err != nil {
 		return err
 	}
 	done := make(chan error, 1)
