@@ -53,7 +53,10 @@ func cmdlineHasCID(cmdline []byte, id string) bool {
 // its own). The pid is checked to still be that conmon right before the
 // kill.
 func stopMonitor(ctx context.Context, pid int, id string, grace time.Duration, group bool) error {
-	gone := func() bool { return !isMonitorOf(pid, id) }
+	// An exiting conmon loses its command line early in the kernel's exit
+	// (with its memory), and is gone only once that exit is through: a
+	// pid cannot be reused before, so the exiting process is still ours.
+	gone := func() bool { return !isMonitorOf(pid, id) && !exiting(pid) }
 	if waitUntil(ctx, grace, gone) {
 		return nil
 	}
@@ -73,6 +76,33 @@ func stopMonitor(ctx context.Context, pid int, id string, grace time.Duration, g
 		return fmt.Errorf("conmon %d of container %s still running after SIGKILL", pid, id)
 	}
 	return nil
+}
+
+// pfExiting is the kernel's PF_EXITING task flag: set when the process
+// entered exit.
+const pfExiting = 0x4
+
+// exiting reports whether pid is a process inside the kernel's exit: not
+// yet a zombie (or reaped), but with PF_EXITING set.
+func exiting(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && statExiting(stat)
+}
+
+// statExiting is exiting for the content of a /proc/<pid>/stat.
+func statExiting(stat []byte) bool {
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')') // the command may hold spaces and ')'
+	if i < 0 {
+		return false
+	}
+	// state ppid pgrp session tty_nr tpgid flags ...
+	f := strings.Fields(s[i+1:])
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 // waitUntil polls cond until it holds, d has passed or ctx ends, and
