@@ -158,10 +158,8 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	// conmon writes the exit file right after the container's init dies;
 	// wait for it to finish so that it does not recreate what is removed
 	// below.
-	if monitor := monitorPID(bundle, id); monitor > 0 {
-		if err := stopMonitor(ctx, monitor, id, monitorExitGrace, false); err != nil {
-			return fmt.Errorf("delete container %s: %w", id, err)
-		}
+	if err := awaitMonitor(ctx, bundle, id); err != nil {
+		return fmt.Errorf("delete container %s: %w", id, err)
 	}
 	if err := r.removeFiles(id, bundle); err != nil {
 		return fmt.Errorf("delete container %s: %w", id, err)

@@ -16,11 +16,7 @@ func (r *Runtime) WaitMonitor(ctx context.Context, id string) error {
 	if err := runtime.ValidateID(id); err != nil {
 		return err
 	}
-	monitor := monitorPID(r.bundleOf(id), id)
-	if monitor <= 0 {
-		return nil
-	}
-	if err := stopMonitor(ctx, monitor, id, monitorExitGrace, false); err != nil {
+	if err := awaitMonitor(ctx, r.bundleOf(id), id); err != nil {
 		return fmt.Errorf("wait for the monitor of container %s: %w", id, err)
 	}
 	return nil

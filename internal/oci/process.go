@@ -27,6 +27,20 @@ func monitorPID(bundle, id string) int {
 	return pid
 }
 
+// awaitMonitor waits for the conmon of container id, whose pid is in
+// bundle's conmon.pid, to be gone (see stopMonitor); an exiting conmon is
+// waited for too. Nothing to wait for is not an error.
+func awaitMonitor(ctx context.Context, bundle, id string) error {
+	if bundle == "" {
+		return nil
+	}
+	pid, err := readPidFile(filepath.Join(bundle, conmonPidFile))
+	if err != nil || pid <= 0 || (!isMonitorOf(pid, id) && !exiting(pid)) {
+		return nil
+	}
+	return stopMonitor(ctx, pid, id, monitorExitGrace, false)
+}
+
 // isMonitorOf reports whether pid is a running conmon for container id. An
 // exited conmon that is not reaped yet has an empty command line and does
 // not count.
@@ -51,7 +65,9 @@ func cmdlineHasCID(cmdline []byte, id string) bool {
 // is set (conmon leads its own session; the group holds the runtime
 // command it runs but not the container, which runc puts in a session of
 // its own). The pid is checked to still be that conmon right before the
-// kill.
+// kill; a process inside its exit (which may be a conmon that lost its
+// command line, or, if the pid was given by a stale pid file, anything)
+// is only waited for: it needs no kill.
 func stopMonitor(ctx context.Context, pid int, id string, grace time.Duration, group bool) error {
 	// An exiting conmon loses its command line early in the kernel's exit
 	// (with its memory), and is gone only once that exit is through: a
@@ -69,8 +85,10 @@ func stopMonitor(ctx context.Context, pid int, id string, grace time.Duration, g
 	if gone() {
 		return nil
 	}
-	if err := unix.Kill(target, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("kill conmon %d: %w", pid, err)
+	if isMonitorOf(pid, id) {
+		if err := unix.Kill(target, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("kill conmon %d: %w", pid, err)
+		}
 	}
 	if !waitUntil(ctx, monitorExitGrace, gone) {
 		return fmt.Errorf("conmon %d of container %s still running after SIGKILL", pid, id)

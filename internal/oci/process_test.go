@@ -1,12 +1,15 @@
 package oci
 
 import (
+	"bufio"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,5 +93,63 @@ func TestStatExiting(t *testing.T) {
 		if got := statExiting([]byte(tt.stat)); got != tt.want {
 			t.Errorf("statExiting(%q) = %v, want %v", tt.stat, got, tt.want)
 		}
+	}
+}
+
+// TestAwaitMonitorWaitsForExit: a conmon inside its exit has lost its
+// command line but is still a process (state R or D, PF_EXITING) until
+// the kernel has freed its memory; awaitMonitor waits for it rather than
+// taking it for gone. RemoveContainer answered while conmon was still
+// exiting before (TestRemoveMeansGone caught it in CI).
+func TestAwaitMonitorWaitsForExit(t *testing.T) {
+	const id = "c1"
+	// The stand-in is single-threaded, as conmon is (a Go helper's main
+	// thread would be a zombie while another thread frees the memory),
+	// and holds 256 MiB that the kernel frees after the command line is
+	// gone. Its command line names the container: perl -e ... --cid c1.
+	perl, err := exec.LookPath("perl")
+	if err != nil {
+		t.Skip("no perl (Debian's perl-base is essential)")
+	}
+	cmd := exec.Command(perl, "-e", `$x = "a" x (256 << 20); $| = 1; print "ready\n"; sleep 600`, "--", "--cid", id)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("stand-in: %q, %v", line, err)
+	}
+	pid := cmd.Process.Pid
+	bundle := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bundle, conmonPidFile), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !isMonitorOf(pid, id) {
+		t.Fatal("the helper is not taken for the monitor of c1")
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Catch it inside its exit: command line gone, not yet a zombie.
+	deadline := time.Now().Add(5 * time.Second)
+	for isMonitorOf(pid, id) && time.Now().Before(deadline) {
+	}
+	if !exiting(pid) {
+		t.Skip("the helper's exit was through before it could be seen; nothing to check")
+	}
+	if err := awaitMonitor(context.Background(), bundle, id); err != nil {
+		t.Fatalf("awaitMonitor: %v", err)
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err) // not reaped before cmd.Wait
+	}
+	if s := string(stat); !strings.Contains(s[strings.LastIndexByte(s, ')'):], ") Z ") {
+		t.Errorf("awaitMonitor returned while the monitor was still exiting: %s", s)
 	}
 }
