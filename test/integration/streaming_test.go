@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,8 +195,11 @@ func TestStreaming(t *testing.T) {
 		}
 		// An echo server in the pod's network namespace; the forward
 		// reaches it on the pod's loopback.
-		id, _ := e.runContainer(t, pod, containerConfig("echo", busybox, ctrCommand("nc", "-ll", "-p", "8080", "-e", "/bin/cat")))
+		id, pid := e.runContainer(t, pod, containerConfig("echo", busybox, ctrCommand("nc", "-ll", "-p", "8080", "-e", "/bin/cat")))
 		defer e.removeContainer(t, id)
+		// A forward to a port nobody listens on yet ends the forwarder
+		// (client-go stops on the pod's error): wait for nc first.
+		requireListening(t, pid, 8080)
 		e.requireForwardEcho(t, pod.id, 8080)
 
 		// A pod on the host network is forwarded to the host's loopback,
@@ -275,6 +279,32 @@ func (e *env) requireForwardEcho(t *testing.T, podID string, port int) {
 	}
 	if err := echoOnce(local, strings.Repeat("x", 100_000)); err != nil {
 		t.Errorf("second connection: %v", err)
+	}
+}
+
+// requireListening waits until a TCP socket listens on port in the
+// network namespace of process pid (its /proc/<pid>/net/tcp and tcp6).
+func requireListening(t *testing.T, pid, port int) {
+	t.Helper()
+	const listen = "0A"
+	want := fmt.Sprintf(":%04X", port)
+	err := eventually(streamTimeout, func() error {
+		for _, f := range []string{"tcp", "tcp6"} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				// sl local_address rem_address st ...
+				if fs := strings.Fields(line); len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == listen {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("nothing listens on port %d in the namespace of pid %d", port, pid)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -57,14 +58,40 @@ func pickSubnet(t *testing.T) *net.IPNet {
 }
 
 // freePort returns a TCP port nothing listens on right now.
+// freePort returns a TCP port on 127.0.0.1 that is free now, for a
+// listener the daemon opens later. It is taken below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range): a port from ":0" could
+// be handed, in between, to a listener the daemon opens on ":0" (its
+// streaming server) or to an outgoing connection.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	lo, hi := 10000, low
+	if hi-lo < 1000 {
+		lo, hi = 1024, low
+	}
+	for range 200 {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(hi-lo)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := lo + int(n.Int64())
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
+	}
+	t.Fatalf("no free port in [%d, %d)", lo, hi)
+	return 0
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {
