@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/ocifeatures"
 )
@@ -27,4 +28,24 @@ func detectFeatures(name, path string) ocifeatures.Handler {
 		f.SpecVersion = v
 	}
 	return f
+}
+
+// shimRuntimeSpecVersion is the runtime-spec version of the OCI runtime a
+// runc shim of vm handler name runs: bin, or runc from the PATH (the
+// shim's default). "" when it does not tell.
+func shimRuntimeSpecVersion(name, bin string) string {
+	ctx := context.Background()
+	if bin == "" {
+		p, err := config.LookPath("runc")
+		if err != nil {
+			return ""
+		}
+		bin = p
+	}
+	v, err := ocifeatures.QuerySpecVersion(ctx, bin)
+	if err != nil {
+		log.G(ctx).Info("the shim's runtime tells no runtime-spec version; bundles declare podbay's", "handler", name, "runtime", bin, "reason", err)
+		return ""
+	}
+	return v
 }

@@ -408,6 +408,7 @@ func newRuntime(name string, cfg *config.Config, conmon string, sd *systemd.Mana
 			} else {
 				sc.Options, err = shim.RuncOptions(bin, rc.RuntimeRoot)
 			}
+			sc.SpecVersion = shimRuntimeSpecVersion(name, bin)
 		}
 		if sd != nil {
 			sc.Units = sd

@@ -58,6 +58,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/ocifeatures"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -106,6 +107,19 @@ type Config struct {
 	// CreateTimeout bounds Create, shim start included. 0 means
 	// DefaultCreateTimeout.
 	CreateTimeout time.Duration
+	// SpecVersion is the OCI runtime-spec version the OCI runtime behind
+	// the shim implements (containerd-shim-runc-v2 runs runc, or crun as
+	// its BinaryName), written as the bundles' ociVersion: crun before 1.9
+	// refuses any but a 1.0 one. "" = podbay's own.
+	SpecVersion string
+}
+
+// Features reports the runtime-spec version of the runtime behind the
+// shim, for the bundles podbay writes (see Config.SpecVersion). Nothing
+// else: a vm handler reports no optional features (see the server's
+// liveConfig.features).
+func (r *Runtime) Features() ocifeatures.Handler {
+	return ocifeatures.Handler{SpecVersion: r.cfg.SpecVersion}
 }
 
 func (c Config) withDefaults() (Config, error) {

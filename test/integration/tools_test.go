@@ -120,6 +120,7 @@ type createRecord struct {
 	ContainerID string              `json:"containerID"`
 	Bundle      string              `json:"bundle"`
 	Time        time.Time           `json:"time"`
+	OCIVersion  string              `json:"ociVersion"`
 	NetNSPath   string              `json:"netnsPath"`
 	Annotations map[string]string   `json:"annotations"`
 	Interfaces  []nsinfo.Interface  `json:"interfaces"`

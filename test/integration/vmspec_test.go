@@ -2,9 +2,12 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/ocifeatures"
 )
 
 // TestVMRuntimeSpec checks what a runtime finds in the specs it is handed,
@@ -13,13 +16,24 @@ import (
 // annotations Kata reads, the pod's resource totals as Kata sizes its VM
 // from them, and only the pod and container annotations the handler lets
 // through: none by default for a vm handler (Kata acts on its own
-// annotations), all by default for an oci one.
+// annotations), all by default for an oci one. Both handlers' bundles
+// declare the runtime-spec version the OCI runtime says it implements
+// (crun before 1.9 refuses any other; the vm handler's is the runtime its
+// runc shim runs).
 func TestVMRuntimeSpec(t *testing.T) {
 	e, images := newContainerEnvWith(t, envOptions{extraRuntimes: map[string]handlerOptions{
 		"vm-default":  {typ: "vm", defaultAnnotations: true},
 		"oci-default": {typ: "oci", defaultAnnotations: true},
 	}}, "busybox")
 	ref := images.ref("busybox")
+	out, err := exec.Command(e.runtimePath, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", e.runtimePath, err)
+	}
+	specVersion, err := ocifeatures.ParseSpecVersion(string(out))
+	if err != nil {
+		t.Fatalf("%s --version: %v: %s", e.runtimePath, err, out)
+	}
 	const (
 		kataPod = "io.katacontainers.config.hypervisor.path"
 		kataCtr = "io.katacontainers.container.resource.swappiness"
@@ -57,6 +71,9 @@ func TestVMRuntimeSpec(t *testing.T) {
 				"io.kubernetes.cri.sandbox-memory":        "268435456",
 			}
 			checkAnnotations(t, "sandbox", sb.Annotations, want, map[string]bool{kataPod: tc.passed, own: tc.passed})
+			if sb.OCIVersion != specVersion {
+				t.Errorf("sandbox's ociVersion %q, want the runtime's %q", sb.OCIVersion, specVersion)
+			}
 			if sb.NetNSPath != e.netnsPath(pod.id) {
 				t.Errorf("sandbox's network namespace path %q, want the sandbox key %q", sb.NetNSPath, e.netnsPath(pod.id))
 			}
@@ -84,6 +101,9 @@ func TestVMRuntimeSpec(t *testing.T) {
 				"io.kubernetes.cri.image-name":        ref,
 			}
 			checkAnnotations(t, "container", rec.Annotations, want, map[string]bool{kataPod: tc.passed, own: tc.passed, kataCtr: tc.passed})
+			if rec.OCIVersion != specVersion {
+				t.Errorf("container's ociVersion %q, want the runtime's %q", rec.OCIVersion, specVersion)
+			}
 			if rec.NetNSPath != e.netnsPath(pod.id) {
 				t.Errorf("container's network namespace path %q, want the sandbox key %q", rec.NetNSPath, e.netnsPath(pod.id))
 			}

@@ -61,6 +61,7 @@ type Record struct {
 	ContainerID string              `json:"containerID"`
 	Bundle      string              `json:"bundle"`
 	Time        time.Time           `json:"time"`
+	OCIVersion  string              `json:"ociVersion"`
 	NetNSPath   string              `json:"netnsPath"`
 	Annotations map[string]string   `json:"annotations"`
 	Interfaces  []nsinfo.Interface  `json:"interfaces"`
@@ -69,6 +70,7 @@ type Record struct {
 }
 
 type bundleConfig struct {
+	OCIVersion  string            `json:"ociVersion"`
 	Annotations map[string]string `json:"annotations"`
 	Linux       *struct {
 		Namespaces []map[string]string `json:"namespaces"`
@@ -189,6 +191,7 @@ func recordCreate(self string, args []string) {
 			errs = append(errs, fmt.Sprintf("decode config.json: %v", err))
 		}
 		rec.Annotations = cfg.Annotations
+		rec.OCIVersion = cfg.OCIVersion
 		if cfg.Linux != nil {
 			rec.Namespaces = cfg.Linux.Namespaces
 			for _, ns := range cfg.Linux.Namespaces {
