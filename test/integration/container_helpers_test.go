@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -500,16 +501,21 @@ func (e *env) monitorsOf(id string) []int {
 	if suiteRuntimeType != "vm" {
 		return conmonsOf(id)
 	}
-	data, err := os.ReadFile(filepath.Join(e.stateDir, "shim-runc", "runc", "podbay", id, "state.json"))
-	if err != nil {
-		return nil
-	}
+	// The shim's runtime keeps the container's init pid in its state dir:
+	// runc in state.json (init_process_pid), crun in status (pid).
+	dir := filepath.Join(e.stateDir, "shim-runc", "runc", "podbay", id)
 	var st struct {
 		InitProcessPid int `json:"init_process_pid"`
+		Pid            int `json:"pid"`
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		data, err = os.ReadFile(filepath.Join(dir, "status"))
+	}
+	if err != nil || json.Unmarshal(data, &st) != nil {
 		return nil
 	}
+	st.InitProcessPid = cmp.Or(st.InitProcessPid, st.Pid)
 	procs := readProcs()
 	p := procs[st.InitProcessPid]
 	if p == nil || p.state == "Z" {
