@@ -85,12 +85,16 @@ func stopMonitor(ctx context.Context, pid int, id string, grace time.Duration, g
 	if gone() {
 		return nil
 	}
-	if isMonitorOf(pid, id) {
+	killed := isMonitorOf(pid, id)
+	if killed {
 		if err := unix.Kill(target, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("kill conmon %d: %w", pid, err)
 		}
 	}
 	if !waitUntil(ctx, monitorExitGrace, gone) {
+		if !killed {
+			return fmt.Errorf("conmon %d of container %s still inside its exit after %v", pid, id, grace+monitorExitGrace)
+		}
 		return fmt.Errorf("conmon %d of container %s still running after SIGKILL", pid, id)
 	}
 	return nil
