@@ -38,8 +38,9 @@ func TestReleaseAfterPulls(t *testing.T) {
 }
 
 // TestPullReturnsMemory: after a real pull (pgzip's buffers and all), the
-// store's release runs and the heap the pull grew is handed back: the
-// runtime's released pages grow and what it still holds idle shrinks.
+// store's release runs and the heap the pull grew is handed back: what the
+// runtime still holds idle and unreturned is small afterwards. (Fails with
+// the release's work left out: 8–14 MB stay idle.)
 func TestPullReturnsMemory(t *testing.T) {
 	reg := newRegistry(t)
 	e := newEnv(t)
@@ -56,6 +57,11 @@ func TestPullReturnsMemory(t *testing.T) {
 	released := make(chan struct{}, 1)
 	e.store.memRelease.delay = 10 * time.Millisecond
 	e.store.memRelease.release = func() {
+		// The pull's own goroutines (the registry client's, pgzip's
+		// read-ahead) end just after it; their garbage is then made idle
+		// heap, so that before shows what the release has to return.
+		time.Sleep(50 * time.Millisecond)
+		runtime.GC()
 		runtime.ReadMemStats(&before)
 		releaseMemory()
 		runtime.ReadMemStats(&after)
@@ -71,16 +77,15 @@ func TestPullReturnsMemory(t *testing.T) {
 	}
 	idleBefore := before.HeapIdle - before.HeapReleased
 	idleAfter := after.HeapIdle - after.HeapReleased
-	// The runtime's background scavenger may have returned the garbage
-	// already (a busy CI host, -race): then there is nothing left to
-	// show, and the release must not have kept more.
-	const nothingToShow = 1 << 20
-	switch {
-	case idleBefore < nothingToShow && idleAfter > idleBefore:
-		t.Errorf("idle heap grew across the release: %d -> %d bytes", idleBefore, idleAfter)
-	case idleBefore >= nothingToShow && (idleAfter >= idleBefore || after.HeapReleased <= before.HeapReleased):
-		t.Errorf("heap idle not released: idle-unreleased %d -> %d bytes, released %d -> %d",
-			idleBefore, idleAfter, before.HeapReleased, after.HeapReleased)
+	// What a release leaves idle and not returned: the runtime's per-P
+	// page caches and spans it cannot return (2 MiB seen in CI, where the
+	// background scavenger had returned the pull's garbage before the
+	// release ran); the pull's garbage is megabytes more (pgzip's
+	// read-ahead buffers alone are ~7 MB a layer).
+	limit := uint64(4<<20) + uint64(runtime.GOMAXPROCS(0))<<20
+	if idleAfter > limit {
+		t.Errorf("heap idle not released: idle-unreleased %d -> %d bytes (at most %d may stay), released %d -> %d",
+			idleBefore, idleAfter, limit, before.HeapReleased, after.HeapReleased)
 	}
 	t.Logf("idle heap kept %d -> %d KiB", idleBefore>>10, idleAfter>>10)
 }
