@@ -555,6 +555,8 @@ type statFields struct {
 	ppid, pgid, sid int
 	// tty is the controlling terminal (tty_nr; 0: none, or not read).
 	tty int
+	// flags are the kernel's task flags (PF_*; 0: not read).
+	flags uint64
 }
 
 // readProcStat reads /proc/<pid>/stat.
@@ -566,7 +568,8 @@ func readProcStat(pid int) (statFields, error) {
 	return parseProcStat(b)
 }
 
-// parseProcStat parses "pid (comm) state ppid pgrp session tty_nr ...". comm
+// parseProcStat parses "pid (comm) state ppid pgrp session tty_nr tpgid
+// flags ...". comm
 // may hold spaces and parentheses, so the fields start after the last
 // ")".
 func parseProcStat(stat []byte) (statFields, error) {
@@ -588,6 +591,9 @@ func parseProcStat(stat []byte) (statFields, error) {
 	}
 	if len(f) > 4 {
 		st.tty, _ = strconv.Atoi(f[4])
+	}
+	if len(f) > 6 { // tpgid, then flags
+		st.flags, _ = strconv.ParseUint(f[6], 10, 64)
 	}
 	return st, nil
 }

@@ -41,7 +41,7 @@ func TestParseProcStat(t *testing.T) {
 		want statFields
 		ok   bool
 	}{
-		{stat: "3297 (sh) S 3285 3297 3297 0 -1 4194560", want: statFields{state: "S", ppid: 3285, pgid: 3297, sid: 3297}, ok: true},
+		{stat: "3297 (sh) S 3285 3297 3297 0 -1 4194560", want: statFields{state: "S", ppid: 3285, pgid: 3297, sid: 3297, flags: 4194560}, ok: true},
 		{stat: "42 (a) b) (c) Z 7 8 9 0", want: statFields{state: "Z", ppid: 7, pgid: 8, sid: 9}, ok: true},
 		{stat: "77 (bash) S 70 77 77 34817 77", want: statFields{state: "S", ppid: 70, pgid: 77, sid: 77, tty: 34817}, ok: true},
 		{stat: "42 (x y) R 1 1 1", want: statFields{state: "R", ppid: 1, pgid: 1, sid: 1}, ok: true},

@@ -113,18 +113,8 @@ func exiting(pid int) bool {
 
 // statExiting is exiting for the content of a /proc/<pid>/stat.
 func statExiting(stat []byte) bool {
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')') // the command may hold spaces and ')'
-	if i < 0 {
-		return false
-	}
-	// state ppid pgrp session tty_nr tpgid flags ...
-	f := strings.Fields(s[i+1:])
-	if len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
-		return false
-	}
-	flags, err := strconv.ParseUint(f[6], 10, 64)
-	return err == nil && flags&pfExiting != 0
+	st, err := parseProcStat(stat)
+	return err == nil && st.state != "Z" && st.state != "X" && st.state != "x" && st.flags&pfExiting != 0
 }
 
 // waitUntil polls cond until it holds, d has passed or ctx ends, and

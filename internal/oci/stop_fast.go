@@ -1,10 +1,7 @@
 package oci
 
 import (
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/podbay/podbay/internal/runtime"
 )
@@ -50,23 +47,9 @@ func (r *Runtime) openInit(id string) (proc *runtime.Process, monitor int, exite
 
 // parentPID returns the parent pid of pid from /proc, or 0.
 func parentPID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := readProcStat(pid)
 	if err != nil {
 		return 0
 	}
-	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 2 {
-		return 0
-	}
-	ppid, err := strconv.Atoi(fields[1])
-	if err != nil {
-		return 0
-	}
-	return ppid
+	return st.ppid
 }
