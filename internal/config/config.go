@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/podbay/podbay/internal/annotations"
 )
 
 // DefaultPath is where podbayd looks for its configuration file.
@@ -222,11 +223,14 @@ type Runtime struct {
 	NetworkOrder string `toml:"network_order"`
 	// PodAnnotations and ContainerAnnotations are the pod and container
 	// annotations passed through into the OCI spec the runtime sees, as
-	// path.Match patterns ("io.katacontainers.*"); the io.kubernetes.cri.*
-	// annotations podbay sets itself are always there. Default for oci
-	// every annotation ("*"), for vm none: a VM runtime acts on its
-	// annotations (Kata's can change the hypervisor), so the operator
-	// chooses which a pod may set.
+	// path.Match patterns ("example.com/*"; "*" crosses "/"). Default
+	// none, for every handler type, as containerd and CRI-O: runtimes act
+	// on annotations (runc on org.systemd.property.*, Kata on
+	// io.katacontainers.*), so the operator chooses which a pod may set.
+	// Keys in a reserved namespace never pass (annotations.Reserved), and
+	// those in an opt-in namespace (io.katacontainers., dev.gvisor., ...)
+	// only through a pattern that names it; the io.kubernetes.cri.*
+	// annotations podbay sets itself are always there.
 	PodAnnotations       []string `toml:"pod_annotations"`
 	ContainerAnnotations []string `toml:"container_annotations"`
 	// RuntimePath and RuntimeRoot are, for a vm handler running
@@ -470,15 +474,11 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("runtimes.%s.%s must be an absolute path, got %q", name, p.key, p.val))
 			}
 		}
-		if rt.PodAnnotations == nil && rt.Type == TypeOCI {
-			rt.PodAnnotations = []string{"*"}
-		}
-		if rt.ContainerAnnotations == nil && rt.Type == TypeOCI {
-			rt.ContainerAnnotations = []string{"*"}
-		}
 		for _, p := range append(append([]string(nil), rt.PodAnnotations...), rt.ContainerAnnotations...) {
-			if _, err := path.Match(p, ""); err != nil {
+			if err := annotations.CheckPattern(p); err != nil {
 				errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q: %v", name, p, err))
+			} else if annotations.ReservedPattern(p) {
+				errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q names a reserved namespace, which no pod may set (see annotations.Reserved)", name, p))
 			}
 		}
 		if rt.Timeout < 0 {

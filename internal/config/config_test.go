@@ -108,7 +108,8 @@ requires_network_before_start = true
 		t.Fatal(err)
 	}
 	runc, kata, shim := cfg.Runtimes["runc"], cfg.Runtimes["kata"], cfg.Runtimes["shim"]
-	if runc.Type != TypeOCI || len(runc.PodAnnotations) != 1 || runc.PodAnnotations[0] != "*" || runc.ContainerAnnotations[0] != "*" {
+	// No annotation passes by default, for either handler type.
+	if runc.Type != TypeOCI || len(runc.PodAnnotations) != 0 || len(runc.ContainerAnnotations) != 0 {
 		t.Errorf("oci handler defaults: %+v", runc)
 	}
 	if kata.Type != TypeVM || kata.ConfigPath == "" || len(kata.PodAnnotations) != 1 || kata.ContainerAnnotations != nil {
@@ -171,6 +172,9 @@ func TestLoadRejects(t *testing.T) {
 		"nri register": func(c *Config) { c.NRI.PluginRegistrationTimeout = -1 },
 		"bad pattern": func(c *Config) {
 			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", PodAnnotations: []string{"io.[x"}}
+		},
+		"reserved pattern": func(c *Config) {
+			c.Runtimes["runc"] = Runtime{Type: TypeOCI, Path: "runc", ContainerAnnotations: []string{"org.systemd.property.*"}}
 		},
 	} {
 		c := Default()

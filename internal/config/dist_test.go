@@ -56,6 +56,15 @@ func TestDistConfigIsDefault(t *testing.T) {
 		if len(c.Image.DriverOptions) == 0 {
 			c.Image.DriverOptions = nil
 		}
+		for name, rt := range c.Runtimes {
+			if len(rt.PodAnnotations) == 0 {
+				rt.PodAnnotations = nil
+			}
+			if len(rt.ContainerAnnotations) == 0 {
+				rt.ContainerAnnotations = nil
+			}
+			c.Runtimes[name] = rt
+		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("uncommented %s differs from Default():\n got %+v\nwant %+v", distFile, got, want)

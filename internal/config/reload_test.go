@@ -62,6 +62,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 
 func TestClone(t *testing.T) {
 	cfg := Default()
+	runc := cfg.Runtimes["runc"]
+	runc.PodAnnotations = []string{"example.com/*"}
+	cfg.Runtimes["runc"] = runc
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/runtime-tools/generate"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podbay/podbay/internal/annotations"
 )
 
 // errNoCDI refuses CDI devices a plugin asks for: podbay's NRI does not
@@ -21,10 +23,17 @@ var errNoCDI = errors.New("CDI devices requested by an NRI plugin, but CDI injec
 // defines them.
 //
 // CDI devices a plugin asks for are resolved by injectCDI; nil refuses
-// them.
+// them. An adjustment that sets or removes an annotation in a reserved
+// namespace (annotations.Reserved: the runtime stack's own keys, which
+// runc or a VM runtime acts on) is refused whole: a plugin is trusted with
+// the spec, but not to forge the keys that tell a sandbox from its
+// containers or to smuggle unit properties past podbay.
 func Adjust(spec *rspec.Spec, adj *api.ContainerAdjustment, injectCDI func(*rspec.Spec, []string) error) error {
 	if adj == nil {
 		return nil
+	}
+	if err := checkAnnotations(adj.GetAnnotations()); err != nil {
+		return err
 	}
 	if injectCDI == nil {
 		injectCDI = func(*rspec.Spec, []string) error { return errNoCDI }
@@ -34,6 +43,18 @@ func Adjust(spec *rspec.Spec, adj *api.ContainerAdjustment, injectCDI func(*rspe
 		generate.WithResourceChecker(checkResources),
 	)
 	return gen.Adjust(adj)
+}
+
+// checkAnnotations refuses an adjustment's annotation in a reserved
+// namespace, set or marked for removal ("-key").
+func checkAnnotations(adj map[string]string) error {
+	for k := range adj {
+		key, _ := api.IsMarkedForRemoval(k)
+		if annotations.Reserved(key) {
+			return fmt.Errorf("annotation %q is in a reserved namespace, which no plugin may set or remove", key)
+		}
+	}
+	return nil
 }
 
 // minMemoryLimit is runc's floor for a memory limit (as specgen's

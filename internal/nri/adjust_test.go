@@ -130,6 +130,7 @@ func TestAdjustRefuses(t *testing.T) {
 		"tiny memory":    func(a *api.ContainerAdjustment) { a.SetLinuxMemoryLimit(1 << 20) },
 		"cpu shares":     func(a *api.ContainerAdjustment) { a.SetLinuxCPUShares(1) },
 		"namespace type": func(a *api.ContainerAdjustment) { a.AddOrReplaceNamespace(&api.LinuxNamespace{Type: "bogus"}) },
+
 		// rshared needs a shared root propagation, which the spec lacks.
 		"shared mount": func(a *api.ContainerAdjustment) {
 			a.AddMount(&api.Mount{Destination: "/x", Source: "/y", Type: "bind", Options: []string{"rbind", "rshared"}})
@@ -149,6 +150,47 @@ func TestAdjustRefuses(t *testing.T) {
 	}
 	if err := Adjust(baseSpec(), nil, nil); err != nil {
 		t.Errorf("nil adjustment: %v", err)
+	}
+}
+
+// A plugin may neither set nor remove an annotation in a reserved
+// namespace: runc acts on org.systemd.property.* and org.criu.config, and
+// VM runtimes trust io.kubernetes.cri.* and io.kubernetes.cri-o.* to tell
+// a sandbox from its containers. Other keys pass.
+func TestAdjustRefusesReservedAnnotations(t *testing.T) {
+	for _, tc := range []struct {
+		key    string
+		remove bool
+	}{
+		{"org.systemd.property.ExecStartPre", false},
+		{"org.criu.config", false},
+		{"io.kubernetes.cri.container-type", false},
+		{"io.kubernetes.cri-o.ContainerType", false},
+		{"run.oci.keep_original_groups", false},
+		{"io.kubernetes.cri.sandbox-id", true},
+	} {
+		adj := &api.ContainerAdjustment{}
+		if tc.remove {
+			adj.RemoveAnnotation(tc.key)
+		} else {
+			adj.AddAnnotation(tc.key, "x")
+		}
+		spec := baseSpec()
+		spec.Annotations = map[string]string{"io.kubernetes.cri.sandbox-id": "sb"}
+		err := Adjust(spec, adj, nil)
+		if err == nil || !strings.Contains(err.Error(), "reserved") || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s (remove %v): error %v, want a refusal naming the reserved key", tc.key, tc.remove, err)
+		}
+		if _, set := spec.Annotations[tc.key]; set != (tc.key == "io.kubernetes.cri.sandbox-id") {
+			t.Errorf("%s: the refused adjustment changed the spec: %v", tc.key, spec.Annotations)
+		}
+	}
+	adj := &api.ContainerAdjustment{}
+	adj.AddAnnotation("example.com/team", "a")
+	adj.AddAnnotation("io.katacontainers.config.hypervisor.default_vcpus", "2")
+	spec := baseSpec()
+	if err := Adjust(spec, adj, nil); err != nil || spec.Annotations["example.com/team"] != "a" {
+		t.Errorf("an ordinary annotation: %v, %v", err, spec.Annotations)
 	}
 }
 

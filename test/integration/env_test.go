@@ -82,10 +82,12 @@ type handlerOptions struct {
 	order string // network_order; "" = not set
 	typ   string // "oci" or "vm"; "" = the suite's (suiteRuntimeType)
 	// defaultAnnotations leaves pod_annotations and
-	// container_annotations unset (the handler type's default); else
-	// the env lets every annotation through, so that both suites see
-	// the same specs.
+	// container_annotations unset (none pass); annotations sets both to
+	// its patterns; else the env lets every annotation outside the
+	// reserved and opt-in namespaces through ("*"), so that both suites
+	// see the same specs.
 	defaultAnnotations bool
+	annotations        []string
 	// runtime is the OCI runtime binary the handler runs ("" = the
 	// env's failure-injecting wrapper of the host's runc): path of an
 	// oci handler, runtime_path of a vm one.
@@ -329,11 +331,14 @@ func (e *env) daemonConfig() string {
 			fmt.Fprintf(&b, "type = \"vm\"\npath = %q\n", shimPath())
 			fmt.Fprintf(&b, "runtime_path = %q\n", cmp.Or(h.runtime, e.runtimePath))
 			fmt.Fprintf(&b, "runtime_root = %q\n", filepath.Join(e.stateDir, "shim-runc", name))
-			if !h.defaultAnnotations {
-				fmt.Fprintf(&b, "pod_annotations = [\"*\"]\ncontainer_annotations = [\"*\"]\n")
-			}
 		} else {
 			fmt.Fprintf(&b, "path = %q\n", cmp.Or(h.runtime, e.runtimePath))
+		}
+		switch {
+		case h.annotations != nil:
+			fmt.Fprintf(&b, "pod_annotations = %s\ncontainer_annotations = %s\n", tomlStrings(h.annotations), tomlStrings(h.annotations))
+		case !h.defaultAnnotations:
+			fmt.Fprintf(&b, "pod_annotations = [\"*\"]\ncontainer_annotations = [\"*\"]\n")
 		}
 		if h.order != "" {
 			fmt.Fprintf(&b, "network_order = %q\n", h.order)
