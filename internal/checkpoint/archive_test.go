@@ -234,6 +234,39 @@ func TestApplyRootfsDiffRefusesEscapes(t *testing.T) {
 	}
 }
 
+// A rootfs diff may not reach the host through a symlink the container's
+// root filesystem holds (an image can ship "out -> /"): neither a hard
+// link whose source lies behind it nor a deletion below it.
+func TestApplyRootfsDiffRefusesSymlinkedParents(t *testing.T) {
+	target := t.TempDir()
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	must(t, os.WriteFile(secret, []byte("host"), 0o600))
+	must(t, os.Symlink(outside, filepath.Join(target, "out")))
+
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	must(t, tw.WriteHeader(&tar.Header{Name: "stolen", Typeflag: tar.TypeLink, Linkname: "out/secret", Mode: 0o644}))
+	must(t, tw.Close())
+	must(t, os.WriteFile(filepath.Join(dir, RootFsDiffTar), buf.Bytes(), 0o600))
+	if err := ApplyRootfsDiff(dir, target); err == nil {
+		t.Error("a hard link to a file behind a symlink was applied")
+	}
+	if _, err := os.Lstat(filepath.Join(target, "stolen")); err == nil {
+		t.Error("the container's rootfs holds a hard link to a host file")
+	}
+
+	dir = t.TempDir()
+	must(t, WriteJSON(filepath.Join(dir, DeletedFilesFile), []string{"/out/secret"}))
+	if err := ApplyRootfsDiff(dir, target); err == nil {
+		t.Error("a deletion behind a symlink was applied")
+	}
+	if _, err := os.Stat(secret); err != nil {
+		t.Errorf("the host file is gone: %v", err)
+	}
+}
+
 func TestCheckCRIUMissing(t *testing.T) {
 	err := CheckCRIU(t.Context(), "/nonexistent/criu")
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) {

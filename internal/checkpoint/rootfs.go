@@ -148,6 +148,14 @@ func ApplyRootfsDiff(dir, rootfs string) error {
 		if !ok || name == "" {
 			return fmt.Errorf("%s: path %q leaves the root filesystem", DeletedFilesFile, p)
 		}
+		// RemoveAll follows symlinks in the parents: one the rootfs holds
+		// ("out -> /") would take a host file.
+		if err := realParents(rootfs, name); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("%s: %w", DeletedFilesFile, err)
+		}
 		if err := os.RemoveAll(filepath.Join(rootfs, name)); err != nil {
 			return fmt.Errorf("apply %s: %w", DeletedFilesFile, err)
 		}
@@ -208,6 +216,10 @@ func untarInto(tr *tar.Reader, root string) error {
 			if !ok || src == "" {
 				return fmt.Errorf("hard link %q leaves the root filesystem", hdr.Linkname)
 			}
+			// link(2) follows symlinks in the source's parents.
+			if err := realParents(root, src); err != nil {
+				return fmt.Errorf("hard link %q: %w", hdr.Linkname, err)
+			}
 			if err := os.Link(filepath.Join(root, src), target); err != nil {
 				return err
 			}
@@ -262,6 +274,25 @@ func checkParents(root, name string) error {
 		}
 		if !fi.IsDir() {
 			return fmt.Errorf("entry %q: %s is not a directory", name, dir)
+		}
+	}
+	return nil
+}
+
+// realParents refuses name when one of its parent directories below root
+// is not a real directory (a symlink could lead out of root); unlike
+// checkParents it makes nothing. A missing parent is fs.ErrNotExist.
+func realParents(root, name string) error {
+	dir := root
+	parts := strings.Split(name, "/")
+	for _, part := range parts[:len(parts)-1] {
+		dir = filepath.Join(dir, part)
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%q: %s is not a directory", name, dir)
 		}
 	}
 	return nil
