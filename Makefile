@@ -18,7 +18,7 @@ export GOFLAGS := -tags=$(BUILDTAGS)
 FAILPOINTTAGS := $(BUILDTAGS),failpoints
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: all build deps deps-test run test unit integration integration-vm lint bench bench-images bench-compare install uninstall deb test-deb clean chaos
+.PHONY: all build deps deps-test run test test-security unit integration integration-vm lint bench bench-images bench-compare install uninstall deb test-deb clean chaos
 
 all: build
 
@@ -74,6 +74,14 @@ fuzz:
 		echo "fuzz $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
 		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
 	done
+
+# The security suite: one test per published CRI-runtime advisory pattern
+# (docs/threat-model.md lists them and what each proves), against a real
+# podbayd with images the tests craft; `make test` runs them too, with
+# everything else.
+test-security: deps-test
+	go test -race -count=1 -run '^TestSecurity' -v ./internal/... ./test/integration/ 2>&1 | \
+		grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+'; exit $${PIPESTATUS[0]}
 
 unit:
 	go test -race -count=1 $$(go list ./... | grep -v /test/)
