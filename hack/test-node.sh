@@ -257,7 +257,7 @@ build() {
 	CGO_ENABLED=0 go build -ldflags '-s -w' -o "$work/bin/podbay-pause" ./cmd/podbay-pause
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$work/bin/podbay-standin" ./cmd/podbay-testimages/standin
 	CGO_ENABLED=0 go build -tags "$BUILDTAGS,failpoints" -o "$work/itest/" ./test/tools/podbay-failcni \
-		./test/tools/podbay-failruntime ./test/tools/nri-logger ./test/tools/nri-device-injector \
+		./test/tools/podbay-failruntime ./test/tools/nri-logger ./test/tools/nri-device-injector ./test/tools/podbay-syscallprobe \
 		./cmd/podbay ./cmd/podbay-pause ./cmd/podbayd
 	CGO_ENABLED=0 go build -o "$work/itest/podbayd-nofailpoints" ./cmd/podbayd
 	go test -c -o "$work/integration.test" ./test/integration

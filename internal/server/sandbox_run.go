@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -467,8 +468,8 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 			return fmt.Errorf("sandbox metadata %s %q is not a valid name: %w", f.field, f.val, errdefs.ErrInvalidArgument)
 		}
 	}
-	if strings.ContainsRune(cfg.GetLogDirectory(), 0) {
-		return fmt.Errorf("log directory %q contains a NUL byte: %w", cfg.GetLogDirectory(), errdefs.ErrInvalidArgument)
+	if err := checkLogDirectory(cfg.GetLogDirectory()); err != nil {
+		return err
 	}
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	// What the runtime would refuse at create, after the pod's network
@@ -478,6 +479,8 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 		HostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		HostIPC:     nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
 		Sysctls:     cfg.GetLinux().GetSysctls(),
+
+		SupplementalGroups: cfg.GetLinux().GetSecurityContext().GetSupplementalGroups(),
 	}
 	setPodResources(&desc, cfg.GetLinux().GetResources())
 	var err error
@@ -507,6 +510,27 @@ func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 		if _, ok := runtimeapi.Protocol_name[int32(pm.GetProtocol())]; !ok {
 			return fmt.Errorf("port mapping %d:%d has unknown protocol %d: %w", pm.GetHostPort(), pm.GetContainerPort(), pm.GetProtocol(), errdefs.ErrInvalidArgument)
 		}
+	}
+	return nil
+}
+
+// checkLogDirectory refuses a log directory the kubelet never sends: one
+// with a NUL, a relative one (the daemon would make the containers' logs
+// relative to its own working directory) or one with a ".." component
+// (the kubelet's is /var/log/pods/<namespace>_<name>_<uid>, built from
+// names that cannot hold a "/"). Empty is allowed: no logs.
+func checkLogDirectory(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if strings.ContainsRune(dir, 0) {
+		return fmt.Errorf("log directory %q contains a NUL byte: %w", dir, errdefs.ErrInvalidArgument)
+	}
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("log directory %q is not an absolute path: %w", dir, errdefs.ErrInvalidArgument)
+	}
+	if slices.Contains(strings.Split(dir, "/"), "..") {
+		return fmt.Errorf("log directory %q has a \"..\" component: %w", dir, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

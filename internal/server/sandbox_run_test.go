@@ -31,6 +31,19 @@ func TestValidateSandboxConfig(t *testing.T) {
 			c.Hostname, c.Linux = strings.Repeat("h", 65), linux(nil, hostNet, nil)
 		}, true},
 		{"NUL in the log directory", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = "/var/log/pods/a\x00b" }, false},
+		{"relative log directory", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = "var/log/pods/x" }, false},
+		{"log directory with ..", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = "/var/log/pods/../../etc" }, false},
+		{"no log directory", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = "" }, true},
+		{"sysctl traversing out of /proc/sys/net", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(map[string]string{"net.ipv4/../../kernel/core_pattern": "x"}, nil, nil)
+		}, false},
+		{"sysctl value with a line break", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(map[string]string{"kernel.shm_rmid_forced": "1\nkernel.core_pattern=|/x"}, nil, nil)
+		}, false},
+		{"65537 supplemental groups", func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = linux(nil, nil, nil)
+			c.Linux.SecurityContext.SupplementalGroups = make([]int64, 65537)
+		}, false},
 		{"namespaced sysctls", func(c *runtimeapi.PodSandboxConfig) {
 			c.Linux = linux(map[string]string{"net.ipv4.ip_unprivileged_port_start": "0", "kernel.shm_rmid_forced": "1"}, nil, nil)
 		}, true},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -87,12 +88,25 @@ type SysctlScope struct {
 // private network namespace and kernel.domainname with a private UTS
 // namespace; kernel.hostname never (runc: it conflicts with the OCI
 // hostname). A name may use "/" as separator (sysctl.d(5)) as runc
-// accepts. Values are not checked: only the kernel knows them, and a bad
-// one fails at create.
+// accepts.
+//
+// The name is checked as a path too, for every handler (a vm handler's
+// sysctls are not looked up on the node): no empty, "." or ".."
+// component, no "=", space or control character. Only the namespace is
+// checked by the prefix, and a runtime that joins the name under
+// /proc/sys would otherwise let "net.ipv4/../../kernel/core_pattern" out
+// of it (CRI-O's CVE-2022-0811 passed "a=b+c=d" through to pinns). A
+// value may not hold a NUL or a line break, which a runtime or helper that
+// writes key=value lists could read as a second sysctl; whether the rest
+// of a value is valid only the kernel knows, and a bad one fails at
+// create.
 func CheckSysctls(req map[string]string, scope SysctlScope) error {
-	for k := range req {
+	for k, v := range req {
 		if err := checkSysctl(k, scope); err != nil {
 			return fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+		}
+		if strings.ContainsAny(v, "\x00\n\r") {
+			return fmt.Errorf("sysctl %s: value %q contains a NUL or a line break: %w", k, v, errdefs.ErrInvalidArgument)
 		}
 	}
 	return nil
@@ -100,11 +114,20 @@ func CheckSysctls(req map[string]string, scope SysctlScope) error {
 
 func checkSysctl(name string, scope SysctlScope) error {
 	k := dotSeparated(name)
-	switch {
-	case k == "":
+	if k == "" {
 		return fmt.Errorf("sysctl without a name")
-	case strings.ContainsRune(k, 0):
-		return fmt.Errorf("sysctl %q: name contains a NUL byte", name)
+	}
+	if strings.ContainsFunc(k, func(r rune) bool { return r == '=' || unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return fmt.Errorf("sysctl %q: name contains '=', a space or a control character", name)
+	}
+	for _, part := range strings.Split(k, ".") {
+		// In the dotted form a "/" is a "." of the name (eth0/100 is
+		// the interface eth0.100), so "/.." is a ".." component too.
+		if p := strings.ReplaceAll(part, "/", "."); p == "" || p == "." || p == ".." {
+			return fmt.Errorf("sysctl %q: not a valid name (empty, \".\" or \"..\" component)", name)
+		}
+	}
+	switch {
 	case slices.Contains(ipcSysctls, k) || strings.HasPrefix(k, "fs.mqueue."):
 		if scope.HostIPC {
 			return fmt.Errorf("sysctl %s would change the host's IPC namespace", name)

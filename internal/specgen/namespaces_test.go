@@ -131,3 +131,37 @@ func TestContainerSysctls(t *testing.T) {
 
 func hostNetwork(c *Container) { c.Sandbox.HostNetwork, c.Sandbox.NetNSPath = true, "" }
 func hostIPC(c *Container)     { c.Security.Namespaces.Ipc = NamespaceNode }
+
+// TestSecuritySysctlNames: a sysctl name is a path under /proc/sys, and
+// only its prefix names the namespace; a name that leaves its directory,
+// or a value that a key=value list would read as a second sysctl
+// (CRI-O's CVE-2022-0811), is refused for every handler.
+func TestSecuritySysctlNames(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"net.ipv4.ip_unprivileged_port_start", "1024", true},
+		{"net/ipv4/conf/eth0.100/forwarding", "1", true},
+		{"net.ipv4.conf.eth0/100.forwarding", "1", true},
+		{"kernel.domainname", "1+kernel.core_pattern=|/x", true}, // one value, of the pod's UTS namespace
+		{"net.ipv4.ip_local_port_range", "1024\t65000", true},
+		{"net.ipv4/../../kernel/core_pattern", "|/x", false},
+		{"net/../kernel/core_pattern", "|/x", false},
+		{"net.ipv4..ip_forward", "1", false},
+		{"net.ipv4.ip_forward.", "1", false},
+		{"net.ipv4.conf.x/../../../kernel.core_pattern", "1", false},
+		{"net.ipv4.ip_forward=1", "1", false},
+		{"net.ipv4.ip_forward 1", "1", false},
+		{"net.ipv4.ip\x00forward", "1", false},
+		{"net.ipv4.ip_forward", "1\nkernel.core_pattern=|/x", false},
+		{"net.ipv4.ip_forward", "1\x00", false},
+		{"net.ipv4.ip_forward", "1\r", false},
+		{"kernel.core_pattern", "|/x", false},
+	} {
+		err := CheckSysctls(map[string]string{tc.name: tc.value}, SysctlScope{})
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+			t.Errorf("CheckSysctls(%q=%q): %v, want ok=%v or an invalid argument", tc.name, tc.value, err, tc.ok)
+		}
+	}
+}

@@ -107,6 +107,9 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 			return nil, err
 		}
 	}
+	if err := checkGroupCount(len(sb.SupplementalGroups)); err != nil {
+		return nil, err
+	}
 	for _, g := range sb.SupplementalGroups {
 		gid, err := checkID(g, "sandbox supplemental gid")
 		if err != nil {
@@ -226,6 +229,9 @@ func CheckSandbox(sb Sandbox) error {
 		return err
 	}
 	if err := checkUserNamespaceSandbox(sb); err != nil {
+		return err
+	}
+	if err := checkGroupCount(len(sb.SupplementalGroups)); err != nil {
 		return err
 	}
 	return CheckResources(sb.resources())

@@ -146,6 +146,9 @@ func resolveUser(req UserRequest, users []passwdEntry, groups []groupEntry) (Res
 			}
 		}
 	}
+	if err := checkGroupCount(len(req.SupplementalGroups)); err != nil {
+		return ResolvedUser{}, err
+	}
 	for _, g := range req.SupplementalGroups {
 		gid, err := checkID(g, "supplemental gid")
 		if err != nil {
@@ -155,6 +158,10 @@ func resolveUser(req UserRequest, users []passwdEntry, groups []groupEntry) (Res
 	}
 	slices.Sort(gids)
 	u.AdditionalGids = slices.Compact(gids)
+	// With the primary group and the image's memberships.
+	if err := checkGroupCount(len(u.AdditionalGids)); err != nil {
+		return ResolvedUser{}, err
+	}
 	return u, nil
 }
 
@@ -163,6 +170,19 @@ func checkID(id int64, what string) (uint32, error) {
 		return 0, fmt.Errorf("%s %d outside [0, %d]: %w", what, id, maxID, errdefs.ErrInvalidArgument)
 	}
 	return uint32(id), nil
+}
+
+// maxGroups is the kernel's NGROUPS_MAX: setgroups(2) refuses more with
+// EINVAL, which the runtime would report only at create.
+const maxGroups = 65536
+
+// checkGroupCount refuses more supplemental groups than setgroups(2)
+// takes, before a spec of that size is built.
+func checkGroupCount(n int) error {
+	if n > maxGroups {
+		return fmt.Errorf("%d supplemental groups, more than the kernel's %d: %w", n, maxGroups, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // parsePasswd reads passwd(5) lines, skipping comments and lines it cannot

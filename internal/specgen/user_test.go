@@ -293,3 +293,24 @@ func TestParsePasswdAndGroup(t *testing.T) {
 		t.Error("empty files gave entries")
 	}
 }
+
+// TestSecuritySupplementalGroupCount: more supplemental groups than
+// setgroups(2) takes are refused before a spec is built, not by the
+// runtime at create; NGROUPS_MAX with the primary group is fine.
+func TestSecuritySupplementalGroupCount(t *testing.T) {
+	many := func(n int) []int64 {
+		g := make([]int64, n)
+		for i := range g {
+			g[i] = int64(i + 1)
+		}
+		return g
+	}
+	if _, err := resolveUser(UserRequest{SupplementalGroups: many(maxGroups - 1)}, nil, nil); err != nil {
+		t.Errorf("%d groups and gid 0: %v", maxGroups-1, err)
+	}
+	for _, n := range []int{maxGroups, 100_000} {
+		if _, err := resolveUser(UserRequest{SupplementalGroups: many(n)}, nil, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%d groups and gid 0: %v, want an invalid argument", n, err)
+		}
+	}
+}
