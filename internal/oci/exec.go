@@ -79,7 +79,11 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOpti
 		return runtime.ExecResult{}, err
 	}
 	defer done()
-	res, runtimeMsg, err := r.runExec(ctx, id, files, opts.Timeout)
+	out := opts.Output
+	if out == nil {
+		out = runtime.NewExecOutput(nil)
+	}
+	res, runtimeMsg, err := r.runExec(ctx, id, files, opts.Timeout, out)
 	if err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("exec in container %s: %w", id, err)
 	}
@@ -181,7 +185,7 @@ func execArgs(cfg Config, id string, files execFiles) []string {
 // runExec runs the runtime's exec and waits for it, killing the process
 // on timeout or when ctx ends. runtimeMsg is set when the runtime itself
 // failed; res.ExitCode is then the runtime's exit status.
-func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeout time.Duration) (res runtime.ExecResult, runtimeMsg string, err error) {
+func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeout time.Duration, out *runtime.ExecOutput) (res runtime.ExecResult, runtimeMsg string, err error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return runtime.ExecResult{}, "", err
@@ -207,14 +211,13 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	outW.Close()
 	errW.Close()
 
-	stdout := runtime.NewCappedBuffer(runtime.MaxExecOutput)
-	stderr := runtime.NewCappedBuffer(runtime.MaxExecOutput)
-	copies := []*outputCopy{copyOutput(stdout, outR), copyOutput(stderr, errR)}
-	// Whatever happens below, the readers are stopped before returning.
+	copies := []*outputCopy{copyOutput(out.Stdout, outR), copyOutput(out.Stderr, errR)}
+	// Whatever happens below, the readers are stopped before returning; a
+	// reader cut off stops waiting for out's gate too.
 	defer func() {
-		drainOutput(execOutputGrace, copies...)
-		res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
-		res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
+		drainOutput(execOutputGrace, out.Stop, copies...)
+		out.Stop()
+		out.Result(&res)
 	}()
 
 	exited := make(chan error, 1)
@@ -231,11 +234,14 @@ func (r *Runtime) runExec(ctx context.Context, id string, files execFiles, timeo
 	case waitErr = <-exited:
 	case <-timer:
 		log.G(ctx).Debug("exec timed out, killing it", "id", id, "timeout", timeout)
+		// The output until now is the answer: it waits for no gate.
+		out.Stop()
 		if err := killExec(ctx, cmd.Process, files.pid, exited, nil); err != nil {
 			return runtime.ExecResult{}, "", err
 		}
 		return runtime.ExecResult{ExitCode: -1, TimedOut: true}, "", nil
 	case <-ctx.Done():
+		out.Stop()
 		if err := killExec(ctx, cmd.Process, files.pid, exited, nil); err != nil {
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}
@@ -289,12 +295,17 @@ func isReadEnd(err error) bool {
 // themselves, where a child left behind could hold them open. A copy
 // stuck writing to its writer (a client that stopped reading) is given
 // up on after execKillGrace more; it ends when its writer fails.
-func drainOutput(grace time.Duration, copies ...*outputCopy) {
+func drainOutput(grace time.Duration, cutOff func(), copies ...*outputCopy) {
 	done := make([]<-chan struct{}, len(copies))
 	for i, c := range copies {
 		done[i] = c.done
 	}
-	runtime.AwaitDone(grace, execKillGrace, done, func(i int) { _ = copies[i].r.SetReadDeadline(time.Now()) })
+	runtime.AwaitDone(grace, execKillGrace, done, func(i int) {
+		_ = copies[i].r.SetReadDeadline(time.Now())
+		if cutOff != nil {
+			cutOff()
+		}
+	})
 }
 
 // exitCode turns the runtime's wait result into an exit status: its own

@@ -92,10 +92,10 @@ func (r *Runtime) runStreamExec(ctx context.Context, id string, files execFiles,
 		if err := killExec(ctx, cmd.Process, files.pid, exited, watch); err != nil {
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}
-		drainOutput(0, stdio.outputs...)
+		drainOutput(0, nil, stdio.outputs...)
 		return 0, "", ctx.Err()
 	}
-	drainOutput(execOutputGrace, stdio.outputs...)
+	drainOutput(execOutputGrace, nil, stdio.outputs...)
 
 	code, err = exitCode(waitErr)
 	if err != nil {

@@ -173,7 +173,7 @@ func TestIntegrationExecSync(t *testing.T) {
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("ExecSync = %+v, %v", res.ExitCode, err)
 		}
-		if len(res.Stdout) != runtime.MaxExecOutput || !res.StdoutTruncated || string(res.Stderr) != "small\n" || res.StderrTruncated {
+		if len(res.Stdout) != runtime.MaxExecOutput-runtime.ExecOutputReserve || !res.StdoutTruncated || string(res.Stderr) != "small\n" || res.StderrTruncated {
 			t.Errorf("stdout %d bytes (truncated %v), stderr %q (truncated %v)", len(res.Stdout), res.StdoutTruncated, res.Stderr, res.StderrTruncated)
 		}
 	})

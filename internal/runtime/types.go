@@ -129,9 +129,14 @@ type ExitStatus struct {
 	OOMKilled bool
 }
 
-// MaxExecOutput caps each of ExecResult.Stdout and Stderr; the rest is
-// read and discarded, and the result says that it was truncated.
-const MaxExecOutput = 16 << 20
+// MaxExecOutput caps ExecResult.Stdout and Stderr together; the rest is
+// read and discarded, and the result says that it was truncated. The
+// kubelet's CRI client takes messages of at most 16 MiB, so an
+// ExecSyncResponse must fit in that, with its framing and a "command timed
+// out" note: stdout and stderr of 16 MiB each (containerd's cap, per
+// stream) make an answer the kubelet refuses. CRI-O caps the two together
+// at 16 MiB (conmon's --log-global-size-max), as here, less 1 KiB.
+const MaxExecOutput = 16<<20 - 1<<10
 
 // ExecOptions describes one process to run in a running container.
 type ExecOptions struct {
@@ -149,6 +154,9 @@ type ExecOptions struct {
 	// Timeout kills the process, and what it started, after this long;
 	// 0 means no timeout (ctx still bounds the call).
 	Timeout time.Duration
+	// Output, for ExecSync, collects the output; the caller releases it
+	// once done with the result. nil: one without a gate.
+	Output *ExecOutput
 }
 
 // Validate checks the options of an exec: a command, an absolute working
@@ -175,7 +183,7 @@ func (o ExecOptions) Validate() error {
 // ExecResult is how an exec'd process ended.
 type ExecResult struct {
 	// Stdout and Stderr are the process's output, at most MaxExecOutput
-	// bytes each.
+	// bytes together.
 	Stdout, Stderr []byte
 	// StdoutTruncated and StderrTruncated report output beyond
 	// MaxExecOutput that was discarded.

@@ -14,8 +14,16 @@ import (
 	"github.com/podbay/podbay/internal/specgen"
 )
 
+// maxLargeExecOutputs is how many ExecSyncs may hold more than a small
+// output at once (runtime.OutputGate): their buffers take at most this
+// many times runtime.MaxExecOutput. Others wait, their processes blocked
+// on a full pipe, until a slot is free or their timeout expires.
+const maxLargeExecOutputs = 8
+
 // ExecSync runs a command in a running container and returns its output
-// and exit code. A command that outlives the timeout is killed, with
+// and exit code. stdout and stderr together keep runtime.MaxExecOutput
+// bytes, the rest is discarded: the answer fits the kubelet's 16 MiB
+// message limit. A command that outlives the timeout is killed, with
 // everything it started, and reported as exit code -1 with "command timed
 // out" on stderr (CRI-O's answer; the kubelet's client turns a non-zero
 // exit into a probe failure).
@@ -34,9 +42,15 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	if err != nil {
 		return nil, err
 	}
+	// The output counts against the gate until the answer is built; gRPC
+	// then sends it (execSyncCodec: without a copy) as fast as the client
+	// reads.
+	out := runtime.NewExecOutput(s.execOutputs)
+	defer out.Release()
 	res, err := rt.ExecSync(ctx, c.ID, runtime.ExecOptions{
 		Args:    req.GetCmd(),
 		Timeout: time.Duration(req.GetTimeout()) * time.Second,
+		Output:  out,
 	})
 	if err != nil {
 		if errdefs.Code(err) == codes.Unknown && programRefused(err) {
@@ -46,7 +60,9 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	}
 	stderr := res.Stderr
 	if res.TimedOut {
-		stderr = append(stderr, []byte(fmt.Sprintf("command timed out after %ds\n", req.GetTimeout()))...)
+		// In place: a large output has room for it (runtime.NoteRoom),
+		// and MaxExecOutput leaves room for it in the kubelet's limit.
+		stderr = fmt.Appendf(stderr, "command timed out after %ds\n", req.GetTimeout())
 	}
 	return &runtimeapi.ExecSyncResponse{Stdout: res.Stdout, Stderr: stderr, ExitCode: res.ExitCode}, nil
 }

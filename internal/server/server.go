@@ -171,6 +171,10 @@ type Server struct {
 
 	events       *eventBroadcaster // GetContainerEvents (container_events.go)
 	eventMetrics *metrics.ContainerEvents
+
+	// execOutputs bounds the ExecSyncs that hold a large output at once
+	// (container_execsync.go).
+	execOutputs *runtime.OutputGate
 }
 
 // New returns a server. Call Recover before Serve.
@@ -197,6 +201,7 @@ func New(opts Options) (*Server, error) {
 		minOOMScore: opts.MinOOMScoreAdj,
 		cdi:         opts.CDI,
 		hooks:       opts.Hooks,
+		execOutputs: runtime.NewOutputGate(maxLargeExecOutputs),
 		index:       sandbox.NewIndex(),
 		containers:  container.NewIndex(),
 		ctx:         ctx,
@@ -231,7 +236,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.streams = streams
 	}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor), grpc.ForceServerCodecV2(execSyncCodec{}))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor, removals: &s.removals})
 	s.startStatsCollector()

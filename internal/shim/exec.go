@@ -50,15 +50,20 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOpti
 	}
 	defer e.close(ctx)
 
-	stdout := runtime.NewCappedBuffer(runtime.MaxExecOutput)
-	stderr := runtime.NewCappedBuffer(runtime.MaxExecOutput)
-	outs := []*output{copyTo(stdout, e.fifos.stdout), copyTo(stderr, e.fifos.stderr)}
+	out := opts.Output
+	if out == nil {
+		out = runtime.NewExecOutput(nil)
+	}
+	outs := []*output{copyTo(out.Stdout, e.fifos.stdout), copyTo(out.Stderr, e.fifos.stderr)}
+	// A reader cut off stops waiting for out's gate too.
+	waitOutputs := func(grace time.Duration, outs []*output) {
+		waitOutputsThen(grace, outs, out.Stop)
+		out.Stop()
+	}
 	result := func(code int32, timedOut bool) runtime.ExecResult {
-		return runtime.ExecResult{
-			Stdout: stdout.Bytes(), StdoutTruncated: stdout.Truncated(),
-			Stderr: stderr.Bytes(), StderrTruncated: stderr.Truncated(),
-			ExitCode: code, TimedOut: timedOut,
-		}
+		res := runtime.ExecResult{ExitCode: code, TimedOut: timedOut}
+		out.Result(&res)
+		return res
 	}
 	var timeout <-chan time.Time
 	if opts.Timeout > 0 {
@@ -77,6 +82,8 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOpti
 		return result(res.code, false), nil
 	case <-timeout:
 		log.G(ctx).Debug("exec timed out, killing it", "id", id, "timeout", opts.Timeout)
+		// The output until now is the answer: it waits for no gate.
+		out.Stop()
 		err := e.kill(ctx)
 		waitOutputs(0, outs)
 		if err != nil {
@@ -84,6 +91,7 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOpti
 		}
 		return result(-1, true), nil
 	case <-ctx.Done():
+		out.Stop()
 		if err := e.kill(ctx); err != nil {
 			log.G(ctx).Error("kill cancelled exec", "id", id, "err", err)
 		}

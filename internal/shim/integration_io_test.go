@@ -53,7 +53,7 @@ func TestIntegrationExecSync(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ExecSync with a lot of output: %v", err)
 	}
-	if len(res.Stdout) != runtime.MaxExecOutput || !res.StdoutTruncated || res.ExitCode != 0 {
+	if len(res.Stdout) != runtime.MaxExecOutput-runtime.ExecOutputReserve || !res.StdoutTruncated || res.ExitCode != 0 {
 		t.Errorf("ExecSync of 20 MiB: %d bytes, truncated %v, code %d", len(res.Stdout), res.StdoutTruncated, res.ExitCode)
 	}
 

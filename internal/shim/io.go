@@ -206,11 +206,22 @@ func startOutput(ctx context.Context, wg *sync.WaitGroup, stream string, r *fifo
 // input, then closes the inputs of those still running and waits for
 // them to stop.
 func waitOutputs(grace time.Duration, outputs []*output) {
+	waitOutputsThen(grace, outputs, nil)
+}
+
+// waitOutputsThen is waitOutputs that also calls cutOff, when set, as it
+// closes an output.
+func waitOutputsThen(grace time.Duration, outputs []*output, cutOff func()) {
 	done := make([]<-chan struct{}, len(outputs))
 	for i, o := range outputs {
 		done[i] = o.done
 	}
-	runtime.AwaitDone(grace, 0, done, func(i int) { outputs[i].r.Close() })
+	runtime.AwaitDone(grace, 0, done, func(i int) {
+		outputs[i].r.Close()
+		if cutOff != nil {
+			cutOff()
+		}
+	})
 }
 
 // broadcaster hands one output stream to the attached clients. A client
