@@ -2,7 +2,12 @@ package integration
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -427,6 +433,15 @@ func TestSecurityImageUser(t *testing.T) {
 		if err != nil {
 			continue
 		}
+		if tc.want != codes.OK {
+			// Wrongly made: show whom it would have run as, then drop it.
+			if _, err := e.rt.StartContainer(rpcCtx(t), &runtimeapi.StartContainerRequest{ContainerId: id}); err == nil {
+				t.Logf("%s: runs as %s", tc.tag, e.execOutput(t, id, "id"))
+				e.stopContainer(t, id, 0)
+			}
+			e.removeContainer(t, id)
+			continue
+		}
 		e.startContainer(t, id)
 		e.waitContainerState(t, id, runtimeapi.ContainerState_CONTAINER_RUNNING, containerStateTimeout)
 		status := e.execOutput(t, id, "cat", "/proc/self/status")
@@ -683,5 +698,222 @@ func TestSecurityLeakyVesselsWorkingDir(t *testing.T) {
 		t.Errorf("canary %q, %v", got, err)
 	}
 	e.stopAndRemove(t, pod.id)
+	e.assertNoLeaks(t)
+}
+
+// hostileRegistry serves, without auth, the manifests and blobs it is
+// given: content that go-containerregistry's registry would not store,
+// generated on demand.
+type hostileRegistry struct {
+	manifests map[string]func(w io.Writer) // tag → body writer
+	mediaType string
+	blobs     map[string]func(w io.Writer) // "sha256:..." → body writer
+	addr      string
+}
+
+func startHostileRegistry(t *testing.T, h *hostileRegistry) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elems := strings.Split(r.URL.Path, "/")
+		switch {
+		case r.URL.Path == "/v2/":
+			w.WriteHeader(http.StatusOK)
+			return
+		case len(elems) >= 3 && elems[len(elems)-2] == "manifests":
+			if body, ok := h.manifests[elems[len(elems)-1]]; ok {
+				w.Header().Set("Content-Type", h.mediaType)
+				if r.Method != http.MethodHead {
+					body(w)
+				}
+				return
+			}
+		case len(elems) >= 3 && elems[len(elems)-2] == "blobs":
+			if body, ok := h.blobs[elems[len(elems)-1]]; ok {
+				w.Header().Set("Content-Type", "application/octet-stream")
+				if r.Method != http.MethodHead {
+					body(w)
+				}
+				return
+			}
+		}
+		http.Error(w, `{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}`, http.StatusNotFound)
+	}))
+	t.Cleanup(srv.Close)
+	h.addr = strings.TrimPrefix(srv.URL, "http://")
+}
+
+// repeatTo writes head, then unit until at least size bytes, then tail.
+func repeatTo(head, unit, sep, tail string, size int) func(io.Writer) {
+	return func(w io.Writer) {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		n, _ := bw.WriteString(head)
+		for i := 0; n < size; i++ {
+			if i > 0 {
+				m, _ := bw.WriteString(sep)
+				n += m
+			}
+			m, err := bw.WriteString(unit)
+			if err != nil {
+				return
+			}
+			n += m
+		}
+		_, _ = bw.WriteString(tail)
+		_ = bw.Flush()
+	}
+}
+
+// TestSecurityHugeImageMetadata: a registry that serves a 100 MiB manifest,
+// a manifest with 100,000 layers, or a 100 MiB image config gets each
+// pull refused (InvalidArgument), no image stored, and the daemon's peak
+// RSS during the pull grows by less than 64 MiB (containers/image reads a
+// manifest or config at most 4 MiB long). A manifest under that size with
+// 20,000 layers (the same empty one) is refused within a minute once
+// past 500 layers, the most the overlay driver mounts: unbounded, 2,000
+// of them did not finish in 90 s (each layer costs more than the last).
+func TestSecurityHugeImageMetadata(t *testing.T) {
+	const ociManifest = "application/vnd.oci.image.manifest.v1+json"
+	layer := fmt.Sprintf(`{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%s","size":32}`, strings.Repeat("a", 64))
+	manifestHead := `{"schemaVersion":2,"mediaType":"` + ociManifest + `","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:` + strings.Repeat("b", 64) + `","size":2},"layers":[`
+
+	// A 100 MiB config, served under its true digest.
+	configBody := repeatTo(`{"architecture":"amd64","os":"linux","config":{"Env":[`, `"A=`+strings.Repeat("x", 1000)+`"`, ",", `]},"rootfs":{"type":"layers","diff_ids":[]}}`, 100<<20)
+	var cfg bytes.Buffer
+	configBody(&cfg)
+	sum := sha256.Sum256(cfg.Bytes())
+	cfgDigest := "sha256:" + hex.EncodeToString(sum[:])
+	cfgBytes := cfg.Bytes()
+	hugeConfigManifest := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"%s","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%d},"layers":[]}`,
+		ociManifest, cfgDigest, len(cfgBytes))
+
+	h := &hostileRegistry{
+		mediaType: ociManifest,
+		manifests: map[string]func(io.Writer){
+			"huge-manifest": repeatTo(manifestHead, layer, ",", "]}", 100<<20),
+			"many-layers":   repeatTo(manifestHead, layer, ",", "]}", 100000*len(layer)),
+			"huge-config":   func(w io.Writer) { _, _ = io.WriteString(w, hugeConfigManifest) },
+		},
+		blobs: map[string]func(io.Writer){
+			cfgDigest: func(w io.Writer) { _, _ = w.Write(cfgBytes) },
+		},
+	}
+	// Deep: a manifest under the limit with more layers than the overlay
+	// driver can ever mount (containers/storage's maxDepth, 500), all the
+	// same tiny layer.
+	deep := 20000
+	var emptyTar bytes.Buffer
+	_ = tar.NewWriter(&emptyTar).Close()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(emptyTar.Bytes())
+	_ = zw.Close()
+	diffSum, gzSum := sha256.Sum256(emptyTar.Bytes()), sha256.Sum256(gz.Bytes())
+	diffID, layerDigest := "sha256:"+hex.EncodeToString(diffSum[:]), "sha256:"+hex.EncodeToString(gzSum[:])
+	deepCfg := []byte(`{"architecture":"` + runtime.GOARCH + `","os":"linux","config":{},"rootfs":{"type":"layers","diff_ids":["` +
+		strings.TrimSuffix(strings.Repeat(diffID+`","`, deep), `","`) + `"]}}`)
+	deepCfgSum := sha256.Sum256(deepCfg)
+	deepCfgDigest := "sha256:" + hex.EncodeToString(deepCfgSum[:])
+	deepLayer := fmt.Sprintf(`{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"%s","size":%d}`, layerDigest, gz.Len())
+	deepManifest := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"%s","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%d},"layers":[%s]}`,
+		ociManifest, deepCfgDigest, len(deepCfg), strings.TrimSuffix(strings.Repeat(deepLayer+",", deep), ","))
+	h.manifests["deep"] = func(w io.Writer) { _, _ = io.WriteString(w, deepManifest) }
+	h.blobs[deepCfgDigest] = func(w io.Writer) { _, _ = w.Write(deepCfg) }
+	h.blobs[layerDigest] = func(w io.Writer) { _, _ = w.Write(gz.Bytes()) }
+
+	startHostileRegistry(t, h)
+	e := newEnv(t, envOptions{registries: insecureRegistry(h.addr)})
+	e.start("")
+
+	for _, tag := range []string{"huge-manifest", "many-layers", "huge-config", "deep"} {
+		ref := h.addr + "/test/huge:" + tag
+		layerDirs := len(dirNames(t, filepath.Join(e.storageRoot, "overlay")))
+		before := e.daemonPeakRSS(t, true)
+		start := time.Now()
+		_, err := e.tryPull(rpcCtx(t), ref, nil)
+		peak := e.daemonPeakRSS(t, false)
+		t.Logf("%s: %v in %v; daemon peak RSS %d MiB (%d MiB before)", tag, err, time.Since(start).Round(time.Millisecond), peak>>20, before>>20)
+		if n := len(dirNames(t, filepath.Join(e.storageRoot, "overlay"))); n > layerDirs {
+			t.Errorf("%s: %d layer directories after the refused pull, %d before: its layers were left behind", tag, n, layerDirs)
+		}
+		if code(err) != codes.InvalidArgument {
+			t.Errorf("%s: PullImage: %v, want InvalidArgument", tag, err)
+		}
+		// The deep image is refused once its first 500 layers are in
+		// storage (then removed): more memory and time than the others.
+		bound, took := int64(64<<20), time.Since(start)
+		if tag == "deep" {
+			bound = 128 << 20
+			if took > time.Minute {
+				t.Errorf("deep: refused after %v, want within a minute", took)
+			}
+		}
+		if peak-before > bound {
+			t.Errorf("%s: the daemon's peak RSS grew by %d MiB, want < %d MiB", tag, (peak-before)>>20, bound>>20)
+		}
+		e.requireNoImage(t, ref)
+	}
+	e.assertNoLeaks(t)
+}
+
+// TestSecurityImageConfigVolumes: an image config's Volumes (containerd's
+// CVE-2022-23648: targets with ".." or reached through the image's
+// symlinks made containerd copy host files into the container) give the
+// container nothing of the host: podbay makes no mount and copies nothing
+// for them, so no mount in the spec names them, the container cannot read
+// the host canary through any of them, and the host canary is untouched.
+// (KEP-4639 image volumes with a sub path leaving the image are refused
+// in TestImageVolume.)
+func TestSecurityImageConfigVolumes(t *testing.T) {
+	canary := newHostCanary(t)
+	up := strings.Repeat("../", 12)
+	volumes := []string{
+		"/../../../../../../../.." + canary.dir,
+		canary.dir,
+		"/vlink",
+		"/vrel",
+		"/etc/../../../../tmp",
+		"/vlink/canary",
+	}
+	r := startRegistry(t, testimage.Options{})
+	e := newEnv(t, envOptions{registries: insecureRegistry(r.Addr())})
+	push(t, r, testimage.Spec{Repository: "test/volumes", Tags: []string{"evil"},
+		Files: []testimage.File{
+			{Path: "/vlink", Mode: fs.ModeSymlink, Link: canary.dir},
+			{Path: "/vrel", Mode: fs.ModeSymlink, Link: up + strings.TrimPrefix(canary.dir, "/")},
+		},
+		Config: testimage.Config{Env: []string{testimage.DefaultPath}, Cmd: []string{"sleep", "1000"}, Volumes: volumes}})
+	e.start("")
+	ref := r.Reference("test/volumes:evil")
+	e.pullImage(t, ref, nil)
+	pod := e.runTestPod(t, "volumes")
+	id, _ := e.runContainer(t, pod, containerConfig("volumes", ref))
+
+	_, info := e.containerStatus(t, id)
+	var spec struct {
+		Mounts []struct {
+			Destination string `json:"destination"`
+			Source      string `json:"source"`
+		} `json:"mounts"`
+	}
+	if err := json.Unmarshal(info.RuntimeSpec, &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range spec.Mounts {
+		if strings.Contains(m.Source, canary.dir) || slices.Contains(volumes, m.Destination) ||
+			strings.HasPrefix(m.Destination, "/vlink") || strings.HasPrefix(m.Destination, "/vrel") {
+			t.Errorf("the spec mounts %s at %s, from the image's Volumes", m.Source, m.Destination)
+		}
+	}
+	for _, p := range []string{canary.file, "/vlink/canary", "/vrel/canary", "/" + up + strings.TrimPrefix(canary.file, "/")} {
+		resp := e.execSync(t, id, 10, "cat", p)
+		if resp.ExitCode == 0 || strings.Contains(string(resp.Stdout), canaryContent) {
+			t.Errorf("the container reads %s: exit %d, %q", p, resp.ExitCode, resp.Stdout)
+		}
+	}
+	canary.check(t)
+	e.stopContainer(t, id, 0)
+	e.removeContainer(t, id)
+	e.stopAndRemove(t, pod.id)
+	canary.check(t)
 	e.assertNoLeaks(t)
 }
