@@ -44,6 +44,8 @@ func classifyPullError(ref string, err error) error {
 		return fmt.Errorf("pull %s: registry %w: %w", ref, errdefs.ErrUnavailable, err)
 	case isBlocked(err):
 		return fmt.Errorf("pull %s: %w: %w", ref, errdefs.ErrFailedPrecondition, err)
+	case isTooLarge(err):
+		return fmt.Errorf("pull %s: the image's manifest or configuration is too large: %w: %w", ref, errdefs.ErrInvalidArgument, err)
 	}
 	return fmt.Errorf("pull %s: %w", ref, err)
 }
@@ -105,6 +107,13 @@ func isUnavailable(err error) bool {
 func isBlocked(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "registry ") && strings.Contains(msg, " is blocked in ")
+}
+
+// isTooLarge reports a manifest, configuration or token past
+// containers/image's size limits (iolimits: 4 MiB for a manifest or a
+// config), which it says in text only.
+func isTooLarge(err error) bool {
+	return strings.Contains(err.Error(), "exceeded maximum allowed size of ")
 }
 
 // registryCode returns the OCI distribution error code in err, if any.

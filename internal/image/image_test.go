@@ -98,6 +98,8 @@ func TestClassifyPullError(t *testing.T) {
 		{fmt.Errorf("pinging: %w", os.NewSyscallError("connect", syscall.ECONNRESET)), errdefs.ErrUnavailable},
 		{errors.New("initializing source docker://x:latest: registry docker.io is blocked in /etc/containers/registries.conf or /etc/containers/registries.conf.d"),
 			errdefs.ErrFailedPrecondition},
+		{errors.New("initializing source docker://x:latest: exceeded maximum allowed size of 4194304 bytes"), errdefs.ErrInvalidArgument},
+		{errors.New("parsing image configuration: exceeded maximum allowed size of 4194304 bytes"), errdefs.ErrInvalidArgument},
 		{context.DeadlineExceeded, context.DeadlineExceeded},
 		{errors.New("something else"), nil},
 	} {

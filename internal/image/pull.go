@@ -206,6 +206,11 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 	ctx, watchdog, stopWatchdog := withStallWatchdog(ctx, named.String(), s.cfg.PullProgressTimeout)
 	defer stopWatchdog()
 	progress.watchdog = watchdog
+	// An image deeper than the storage driver can mount is stopped once
+	// its blobs pass the bound, before it costs more.
+	ctx, tooDeep := context.WithCancelCause(ctx)
+	defer tooDeep(nil)
+	progress.tooDeep = func() { tooDeep(errTooManyLayers) }
 	var resolved types.ImageReference
 	events := make(chan types.ProgressProperties)
 	drained := make(chan struct{})
@@ -229,6 +234,9 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 		if errors.As(context.Cause(ctx), &stall) {
 			return nil, stall
 		}
+		if errors.Is(context.Cause(ctx), errTooManyLayers) {
+			return nil, errTooManyLayers
+		}
 		return nil, err
 	}
 	if resolved == nil {
@@ -245,14 +253,28 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 	return img, nil
 }
 
+// maxImageLayers is the most layers an image may have: containers/storage's
+// overlay driver refuses to mount more (its maxDepth), and creating each
+// costs more than the one before (its lower file lists all below it), so
+// that an image of thousands of empty layers kept a pull busy for minutes
+// and could never run.
+const maxImageLayers = 500
+
+// errTooManyLayers: the image has more than maxImageLayers layers.
+var errTooManyLayers = fmt.Errorf("the image has more than %d layers, more than the storage driver can mount: %w", maxImageLayers, errdefs.ErrInvalidArgument)
+
 // pullProgress logs a pull's blobs at debug level and counts its bytes.
 type pullProgress struct {
 	ref      string
 	metrics  *pullMetrics
 	watchdog *stallWatchdog // nil: none
-	bytes    uint64         // written only by consume, read after it returned
-	blobs    int            // downloaded
-	skipped  int            // already present
+	// tooDeep, when set, is called once the pull has started more blobs
+	// than an image of maxImageLayers layers and its config have.
+	tooDeep func()
+	started int    // blobs started or reused; written only by consume
+	bytes   uint64 // written only by consume, read after it returned
+	blobs   int    // downloaded
+	skipped int    // already present
 	// times: consume sets the blob moments (the channel is unbuffered,
 	// so an event is received as it is sent).
 	times pullTimes
@@ -265,6 +287,11 @@ func (p *pullProgress) consume(ctx context.Context, events <-chan types.Progress
 			p.watchdog.observe(ev.Event)
 		}
 		p.blobMoment(ev.Event, time.Now())
+		if ev.Event == types.ProgressEventNewArtifact || ev.Event == types.ProgressEventSkipped {
+			if p.started++; p.started == maxImageLayers+2 && p.tooDeep != nil {
+				p.tooDeep()
+			}
+		}
 		switch ev.Event {
 		case types.ProgressEventNewArtifact:
 			logger.Debug("pulling blob", "ref", p.ref, "digest", ev.Artifact.Digest, "size", ev.Artifact.Size)

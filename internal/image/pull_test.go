@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	imagetypes "github.com/containers/image/v5/types"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -499,5 +500,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The depth bound trips once, when the blobs started or reused pass those
+// of an image of maxImageLayers layers and its config, and not before.
+func TestPullProgressTooDeep(t *testing.T) {
+	for _, tc := range []struct {
+		blobs int
+		trips int
+	}{{maxImageLayers + 1, 0}, {maxImageLayers + 2, 1}, {3 * maxImageLayers, 1}} {
+		trips := 0
+		p := &pullProgress{ref: "x", tooDeep: func() { trips++ }}
+		events := make(chan imagetypes.ProgressProperties, tc.blobs)
+		for i := range tc.blobs {
+			ev := imagetypes.ProgressEventNewArtifact
+			if i%2 == 1 {
+				ev = imagetypes.ProgressEventSkipped
+			}
+			events <- imagetypes.ProgressProperties{Event: ev}
+		}
+		close(events)
+		p.consume(context.Background(), events)
+		if trips != tc.trips {
+			t.Errorf("%d blobs: tripped %d times, want %d", tc.blobs, trips, tc.trips)
+		}
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/containers/storage/pkg/idtools"
 	"github.com/containers/storage/pkg/unshare"
 	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/errdefs"
 )
 
 // containers/storage's overlay driver unpacks each layer through its
@@ -167,7 +169,7 @@ func unpackConfined(r io.Reader, dest string, options *archive.TarOptions) error
 		return chrootarchive.UntarUncompressed(r, dest, options)
 	}
 	if err != nil {
-		return fmt.Errorf("unpacking failed: %w", err)
+		return fmt.Errorf("unpacking failed: %w", classifyUnpackError(err))
 	}
 	// As the child does: read what follows the tar's end (its zero
 	// padding), which the caller's tar-split still records.
@@ -179,6 +181,32 @@ func unpackConfined(r io.Reader, dest string, options *archive.TarOptions) error
 	}
 	return nil
 }
+
+// classifyUnpackError marks a failure that the layer's own entries caused
+// (a file written through a symlink that, confined, points nowhere; a hard
+// link to a file the layer does not have; a whiteout of "..") as the
+// image's fault, InvalidArgument, rather than Unknown. A failure to read
+// the stream (the registry, decompression) and a host that could not
+// write (full disk, I/O error, out of memory) keep their own class.
+func classifyUnpackError(err error) error {
+	var stream *streamError
+	if errors.As(err, &stream) || errdefs.IsDiskFull(err) {
+		return err
+	}
+	for _, errno := range []unix.Errno{unix.EIO, unix.ENOMEM, unix.EROFS, unix.ENOSPC, unix.EDQUOT} {
+		if errors.Is(err, errno) {
+			return err
+		}
+	}
+	return fmt.Errorf("the layer's entries cannot be unpacked inside it: %w: %w", err, errdefs.ErrInvalidArgument)
+}
+
+// streamError is a failure to read the layer stream, as opposed to one
+// its content caused.
+type streamError struct{ err error }
+
+func (e *streamError) Error() string { return e.err.Error() }
+func (e *streamError) Unwrap() error { return e.err }
 
 // isMainThread reports whether the calling (locked) goroutine runs on the
 // process's main thread; a variable for the tests.
@@ -318,6 +346,9 @@ func (p *prefetcher) fill(r io.Reader) {
 			}
 		}
 		if err != nil {
+			if err != io.EOF {
+				err = &streamError{err: err}
+			}
 			p.err = err
 			return
 		}

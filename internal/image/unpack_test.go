@@ -21,6 +21,8 @@ import (
 	"github.com/containers/storage/pkg/archive"
 	"github.com/containers/storage/pkg/chrootarchive"
 	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/errdefs"
 )
 
 // The overlay driver unpacks through unpackConfined. This fails when a
@@ -415,5 +417,28 @@ func TestOnOwnThreadNotMain(t *testing.T) {
 	}
 	if inner == 0 || inner == outer {
 		t.Fatalf("f ran on thread %d, the held thread is %d", inner, outer)
+	}
+}
+
+// A layer whose entries cannot be unpacked inside it is the image's fault
+// (InvalidArgument); a stream that fails to read, or a full disk, is not.
+func TestUnpackErrorClass(t *testing.T) {
+	requireRoot(t)
+	dest := filepath.Join(t.TempDir(), "diff")
+	hostile := buildTar(t, []tarEntry{
+		{hdr: tar.Header{Name: "abs", Typeflag: tar.TypeSymlink, Linkname: "/nonexistent-outside"}},
+		{hdr: tar.Header{Name: "abs/pwned", Typeflag: tar.TypeReg, Mode: 0o644}, body: "x"},
+	}, 0)
+	err := unpackConfined(bytes.NewReader(hostile), dest, &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("hostile layer: %v, want InvalidArgument", err)
+	}
+	readErr := errors.New("connection reset by registry")
+	err = unpackConfined(errReader{readErr}, filepath.Join(t.TempDir(), "diff"), &archive.TarOptions{})
+	if !errors.Is(err, readErr) || errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("failing stream: %v, want its own error, not InvalidArgument", err)
+	}
+	if err := classifyUnpackError(fmt.Errorf("write: %w", unix.ENOSPC)); errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("full disk classified as the image's fault: %v", err)
 	}
 }

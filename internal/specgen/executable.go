@@ -35,6 +35,9 @@ func CheckExecutable(rootfs string, s *specs.Spec) error {
 		mounts = append(mounts, path.Clean(m.Destination))
 	}
 	lk := rootLookup{root: rootfs, mounts: mounts}
+	if _, err := lk.stat(s.Process.Cwd); errors.Is(err, errThroughProc) {
+		return fmt.Errorf("working directory %q: %w: %w", s.Process.Cwd, err, errdefs.ErrInvalidArgument)
+	}
 	name := s.Process.Args[0]
 	if strings.Contains(name, "/") {
 		p := name
@@ -95,6 +98,14 @@ func (lk rootLookup) executable(p string) error {
 // errMounted: the path reaches a mount destination.
 var errMounted = errors.New("under a mount")
 
+// errThroughProc: the path goes below /proc, where /proc/self/fd/N,
+// /proc/self/cwd and /proc/self/root are the runtime's own descriptors and
+// directories while it sets the container up: a working directory or
+// program reached that way is how runc's CVE-2024-21626 ("leaky vessels")
+// let an image reach the host's file system. runc 1.1.12 closes the leak;
+// podbay refuses the image's path whatever runtime a handler runs.
+var errThroughProc = errors.New("goes below /proc, which resolves to the runtime's own files while it starts the container")
+
 // stat follows p inside the root as the container will see it, symlinks
 // included (at most maxSymlinks), and returns what it names. A missing
 // component, or a file where a directory was wanted, is fs.ErrNotExist.
@@ -110,6 +121,9 @@ func (lk rootLookup) stat(p string) (fs.FileInfo, error) {
 			continue
 		}
 		next := path.Join(resolved, part)
+		if next == "/proc" && len(parts) > 0 {
+			return nil, errThroughProc
+		}
 		if lk.mounted(next) {
 			return nil, errMounted
 		}

@@ -33,6 +33,8 @@ func testRoot(t *testing.T) string {
 		"bin/loop":     "/bin/loop",
 		"bin/dangling": "/nowhere",
 		"bin/data":     "/data/tool", // into a mount
+		"leaky":        "/proc/self/fd/7",
+		"bin/leaky":    "/proc/self/fd/7/../../../bin/sh",
 	} {
 		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
 			t.Fatal(err)
@@ -73,6 +75,14 @@ func TestCheckExecutable(t *testing.T) {
 		{"dangling link", []string{"/bin/dangling"}, nil, "/", false},
 		{"link loop", []string{"/bin/loop"}, nil, "/", false},
 		{"relative, wrong working dir", []string{"./run"}, nil, "/", false},
+		// CVE-2024-21626: the runtime's leaked descriptors.
+		{"working dir under /proc/self/fd", []string{"sh"}, []string{path}, "/proc/self/fd/7", false},
+		{"working dir climbing through /proc", []string{"sh"}, []string{path}, "/proc/self/fd/7/../../..", false},
+		{"working dir linked into /proc", []string{"sh"}, []string{path}, "/leaky", false},
+		{"working dir /proc itself", []string{"sh"}, []string{path}, "/proc", true},
+		{"program under /proc/self/fd", []string{"/proc/self/fd/7/../../../bin/sh"}, nil, "/", false},
+		{"program linked into /proc", []string{"/bin/leaky"}, nil, "/", false},
+		{"program /proc/self/exe", []string{"/proc/self/exe"}, nil, "/", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &specs.Spec{

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/errdefs"
 )
 
 // maxRootFileSize bounds what readFileInRoot reads: an image's /etc/passwd
@@ -47,14 +49,14 @@ func readFd(fd int, name string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s in the rootfs is not a regular file", name)
+		return nil, fmt.Errorf("%s in the rootfs is not a regular file: %w", name, errdefs.ErrInvalidArgument)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxRootFileSize+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > maxRootFileSize {
-		return nil, fmt.Errorf("%s in the rootfs is larger than %d bytes", name, maxRootFileSize)
+		return nil, fmt.Errorf("%s in the rootfs is larger than %d bytes: %w", name, maxRootFileSize, errdefs.ErrInvalidArgument)
 	}
 	return data, nil
 }

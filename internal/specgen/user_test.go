@@ -2,10 +2,12 @@ package specgen
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -312,5 +314,44 @@ func TestSecuritySupplementalGroupCount(t *testing.T) {
 		if _, err := resolveUser(UserRequest{SupplementalGroups: many(n)}, nil, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%d groups and gid 0: %v, want an invalid argument", n, err)
 		}
+	}
+}
+
+// An image's files of millions of lines resolve as small ones do, keeping
+// only the entries the user selects; a user listed in more groups than a
+// process can have is refused.
+func TestResolveUserLargeFiles(t *testing.T) {
+	root := t.TempDir()
+	var passwd, group strings.Builder
+	passwd.WriteString("root:x:0:0::/:/bin/sh\n")
+	for i := range 500000 {
+		fmt.Fprintf(&passwd, "u%d:x:%d:%d::/:\n", i, 10000+i%50, 10000+i%50)
+	}
+	passwd.WriteString("last:x:4242:4242::/:/bin/sh\n")
+	for i := range 500000 {
+		fmt.Fprintf(&group, "g%d:x:%d:last\n", i, 20000+i%3)
+	}
+	writeFile(t, filepath.Join(root, "etc/passwd"), passwd.String())
+	writeFile(t, filepath.Join(root, "etc/group"), group.String())
+	u, err := ResolveUser(root, UserRequest{ImageUser: "last"})
+	if err != nil || u.UID != 4242 || u.GID != 4242 || !slices.Equal(u.AdditionalGids, []uint32{4242, 20000, 20001, 20002}) {
+		t.Errorf("ResolveUser(last) = %+v, %v", u, err)
+	}
+	u, err = ResolveUser(root, UserRequest{ImageUser: "10007"})
+	if err != nil || u.UID != 10007 || u.GID != 10007 {
+		t.Errorf("ResolveUser(10007) = %+v, %v; want the first entry with that uid", u, err)
+	}
+
+	group.Reset()
+	for i := range maxGroups + 1 {
+		fmt.Fprintf(&group, "g%d:x:%d:last\n", i, 100000+i)
+	}
+	writeFile(t, filepath.Join(root, "etc/group"), group.String())
+	if _, err := ResolveUser(root, UserRequest{ImageUser: "last"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("user in %d groups: %v, want InvalidArgument", maxGroups+1, err)
+	}
+	writeFile(t, filepath.Join(root, "etc/passwd"), strings.Repeat("x", maxRootFileSize+1))
+	if _, err := ResolveUser(root, UserRequest{ImageUser: "0"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("oversized /etc/passwd: %v, want InvalidArgument", err)
 	}
 }

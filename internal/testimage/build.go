@@ -104,6 +104,12 @@ func (b *Builder) build(ctx context.Context, spec Spec) (Artifact, error) {
 		}
 	}
 
+	// So are the raw layers.
+	raws := make([]v1.Layer, 0, len(spec.RawLayers))
+	for _, raw := range spec.RawLayers {
+		raws = append(raws, rawLayer(raw))
+	}
+
 	mt := spec.Format.mediaTypes()
 	images := make([]v1.Image, 0, len(platforms))
 	for _, p := range platforms {
@@ -117,7 +123,7 @@ func (b *Builder) build(ctx context.Context, spec Spec) (Artifact, error) {
 				return Artifact{}, err
 			}
 		}
-		img, err := platformImage(p, spec, mt, first, files)
+		img, err := platformImage(p, spec, mt, first, files, raws)
 		if err != nil {
 			return Artifact{}, fmt.Errorf("platform %s: %w", platformString(p), err)
 		}
@@ -136,8 +142,9 @@ func (b *Builder) build(ctx context.Context, spec Spec) (Artifact, error) {
 	return Artifact{Index: mutate.AppendManifests(idx, adds...)}, nil
 }
 
-// platformImage assembles one platform's image from its layers; either may be nil.
-func platformImage(p v1.Platform, spec Spec, mt mediaTypes, base, files v1.Layer) (v1.Image, error) {
+// platformImage assembles one platform's image from its layers; base and
+// files may be nil.
+func platformImage(p v1.Platform, spec Spec, mt mediaTypes, base, files v1.Layer, raws []v1.Layer) (v1.Image, error) {
 	created := v1.Time{Time: epoch()}
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, mt.manifest), mt.config)
 	img, err := mutate.ConfigFile(img, &v1.ConfigFile{
@@ -160,6 +167,11 @@ func platformImage(p v1.Platform, spec Spec, mt mediaTypes, base, files v1.Layer
 	if files != nil {
 		adds = append(adds, mutate.Addendum{Layer: files, MediaType: mt.layer, History: v1.History{
 			Created: created, CreatedBy: fmt.Sprintf("podbay testimage: %d files", len(spec.Files)),
+		}})
+	}
+	for i, l := range raws {
+		adds = append(adds, mutate.Addendum{Layer: l, MediaType: mt.layer, History: v1.History{
+			Created: created, CreatedBy: fmt.Sprintf("podbay testimage: raw layer %d", i),
 		}})
 	}
 	if len(adds) == 0 {
@@ -219,6 +231,11 @@ func treeLayer(t *tree) (v1.Layer, error) {
 		return nil, err
 	}
 	return newMemLayer(tarball, gz), nil
+}
+
+// rawLayer makes a layer of the uncompressed tar raw, as given.
+func rawLayer(raw []byte) v1.Layer {
+	return newMemLayer(raw, gzipBytes(raw))
 }
 
 // filesLayer makes the layer of a Spec's Files over a base that has the

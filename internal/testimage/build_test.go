@@ -1,7 +1,10 @@
 package testimage
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"io"
 	"reflect"
 	"runtime"
 	"testing"
@@ -241,5 +244,44 @@ func TestReferences(t *testing.T) {
 	want := []string{"127.0.0.1:5000/test/busybox:latest", "127.0.0.1:5000/test/busybox:1.36"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("References = %v, want %v", got, want)
+	}
+}
+
+// TestBuildRawLayers: raw layers follow the Files layer, each exactly the
+// tar given, unchecked.
+func TestBuildRawLayers(t *testing.T) {
+	t.Parallel()
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "../escape", Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Repository: "test/raw", Base: BaseScratch,
+		Files: []File{{Path: "/a", Content: []byte("a")}}, RawLayers: [][]byte{tb.Bytes(), tb.Bytes()}}
+	img := mustBuild(t, NewBuilder(""), spec).Image
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 3 {
+		t.Fatalf("%d layers, want the files layer and two raw ones", len(layers))
+	}
+	rc, err := layers[2].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, tb.Bytes()) {
+		t.Error("raw layer's tar differs from the one given")
+	}
+	if again := mustDigest(t, mustBuild(t, NewBuilder(""), spec)); again != mustDigest(t, Artifact{Image: img}) {
+		t.Error("raw layers do not build deterministically")
 	}
 }

@@ -267,18 +267,17 @@ func (t *tree) archive() (tarball, gz []byte, err error) {
 		return nil, nil, fmt.Errorf("close tar: %w", err)
 	}
 
+	return tb.Bytes(), gzipBytes(tb.Bytes()), nil
+}
+
+// gzipBytes compresses b with a gzip header that carries no name or time,
+// so that the result depends on b alone. Writing to memory cannot fail.
+func gzipBytes(b []byte) []byte {
 	var zb bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&zb, gzip.DefaultCompression)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := zw.Write(tb.Bytes()); err != nil {
-		return nil, nil, fmt.Errorf("compress layer: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return nil, nil, fmt.Errorf("compress layer: %w", err)
-	}
-	return tb.Bytes(), zb.Bytes(), nil
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.DefaultCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return zb.Bytes()
 }
 
 // memLayer is a layer held in memory in both forms, its digests computed

@@ -89,6 +89,12 @@ type Spec struct {
 	// neither Files nor the base layer has is added root-owned and 0755.
 	// No Files, no second layer.
 	Files []File
+	// RawLayers are uncompressed tar archives, each appended verbatim as
+	// one more layer after the Files layer. Nothing in them is checked:
+	// they carry what Files refuses to build (paths leaving the root,
+	// links pointing out of it, whiteouts), for tests of how a runtime
+	// unpacks a hostile layer.
+	RawLayers [][]byte
 	// Config is the image's runtime configuration.
 	Config Config
 	// Platforms are "os/arch[/variant]", such as "linux/arm/v7". None means
