@@ -256,38 +256,34 @@ func untarInto(tr *tar.Reader, root string) error {
 }
 
 // checkParents refuses an entry whose parent directories below root are
-// not directories (a symlink could lead out of root).
+// not directories (a symlink could lead out of root), making those that
+// are missing.
 func checkParents(root, name string) error {
-	dir := root
-	parts := strings.Split(name, "/")
-	for _, part := range parts[:len(parts)-1] {
-		dir = filepath.Join(dir, part)
-		fi, err := os.Lstat(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("entry %q: %s is not a directory", name, dir)
-		}
-	}
-	return nil
+	return walkParents(root, name, func(dir string) error { return os.Mkdir(dir, 0o755) })
 }
 
 // realParents refuses name when one of its parent directories below root
 // is not a real directory (a symlink could lead out of root); unlike
 // checkParents it makes nothing. A missing parent is fs.ErrNotExist.
 func realParents(root, name string) error {
+	return walkParents(root, name, nil)
+}
+
+// walkParents checks that each parent directory of name below root is a
+// real directory. A missing one is made by mkdir, or, without mkdir, is
+// the error.
+func walkParents(root, name string, mkdir func(dir string) error) error {
 	dir := root
 	parts := strings.Split(name, "/")
 	for _, part := range parts[:len(parts)-1] {
 		dir = filepath.Join(dir, part)
 		fi, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) && mkdir != nil {
+			if err := mkdir(dir); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

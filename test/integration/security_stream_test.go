@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -93,26 +91,7 @@ func (e *env) daemonResources(t *testing.T, pid int) daemonResources {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + e.metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("go_goroutines %q: %v", v, err)
-			}
-			return daemonResources{goroutines: int(n), fds: len(fds)}
-		}
-	}
-	t.Fatal("the daemon's metrics have no go_goroutines")
-	return daemonResources{}
+	return daemonResources{goroutines: (&chaos{e: e}).goroutines(t), fds: len(fds)}
 }
 
 // firstWrite discards what is written to it and closes seen on the first
