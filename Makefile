@@ -84,7 +84,7 @@ test-security: deps-test
 		grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+'; exit $${PIPESTATUS[0]}
 
 unit:
-	go test -race -count=1 $$(go list ./... | grep -v /test/)
+	go test -race -count=1 $$(go list ./... | grep -v /test/integration)
 	go test -race -count=1 -tags=$(FAILPOINTTAGS) ./internal/failpoint
 
 integration: build

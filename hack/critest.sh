@@ -5,7 +5,7 @@
 #   - crictl and critest come from tools/ (a separate Go module, so their
 #     dependencies stay out of podbay's go.mod); podbayd, podbay-pause,
 #     podbay-testimages and podbay-standin from this checkout.
-#   - The images critest pulls are stand-ins (internal/testimage
+#   - The images critest pulls are stand-ins (test/testimage
 #     CritestImages) served by podbay-testimages --critest from a registry on
 #     a free loopback port, under their upstream names; the daemon's
 #     registries.conf mirrors registry.k8s.io, gcr.io, public.ecr.aws and

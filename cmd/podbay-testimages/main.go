@@ -1,6 +1,6 @@
 // podbay-testimages serves podbay's test images from an in-process registry,
 // so that images can be pulled with no internet: it builds the default image
-// set (internal/testimage.DefaultImages) from the host's static busybox,
+// set (test/testimage.DefaultImages) from the host's static busybox,
 // pushes it to a registry on --listen, prints one line per image reference
 // it serves, and serves until SIGINT or SIGTERM.
 //
@@ -12,7 +12,7 @@
 //	crictl pull 127.0.0.1:5000/test/busybox:latest
 //
 // With --critest it serves stand-ins for the images critest pulls instead
-// (internal/testimage.CritestImages), under their upstream names behind a
+// (test/testimage.CritestImages), under their upstream names behind a
 // prefix per registry (k8s/e2e-test-images/busybox:1.29-2 for
 // registry.k8s.io/e2e-test-images/busybox:1.29-2), and --registries-conf
 // writes the registries.conf that mirrors those registries to it. Those
@@ -36,7 +36,7 @@ import (
 	"syscall"
 
 	"github.com/podbay/podbay/internal/atomicfile"
-	"github.com/podbay/podbay/internal/testimage"
+	"github.com/podbay/podbay/test/testimage"
 )
 
 const usage = `usage: podbay-testimages [flags]

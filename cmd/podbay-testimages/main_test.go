@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podbay/podbay/internal/testimage"
+	"github.com/podbay/podbay/test/testimage"
 )
 
 func needBusybox(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/podbay/podbay/internal/testimage"
+	"github.com/podbay/podbay/test/testimage"
 )
 
 // BenchmarkPull measures a pull of a ~2 MB single-layer image over

@@ -12,7 +12,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/runtime"
-	"github.com/podbay/podbay/internal/testbundle"
+	"github.com/podbay/podbay/test/testbundle"
 )
 
 // waitOutput waits until b holds want, repeating poke (if any) every half

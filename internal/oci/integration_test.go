@@ -17,7 +17,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
-	"github.com/podbay/podbay/internal/testbundle"
+	"github.com/podbay/podbay/test/testbundle"
 )
 
 // The integration tests run the real conmon and runc. They need root and

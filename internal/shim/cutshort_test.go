@@ -13,7 +13,7 @@ import (
 
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/runtime"
-	"github.com/podbay/podbay/internal/testbundle"
+	"github.com/podbay/podbay/test/testbundle"
 )
 
 // A create cut short: runc create killed after it made its state directory

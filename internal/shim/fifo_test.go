@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podbay/podbay/internal/testbundle"
+	"github.com/podbay/podbay/test/testbundle"
 )
 
 func newFifo(t *testing.T) string {

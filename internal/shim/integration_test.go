@@ -21,7 +21,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
-	"github.com/podbay/podbay/internal/testbundle"
+	"github.com/podbay/podbay/test/testbundle"
 )
 
 // The integration tests run the real containerd-shim-runc-v2 with runc.

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/testimage"
 	"github.com/podbay/podbay/test/internal/nsinfo"
+	"github.com/podbay/podbay/test/testimage"
 )
 
 // The gVisor tests run pods in gVisor's sandbox: containerd-shim-runsc-v1

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/testimage"
+	"github.com/podbay/podbay/test/testimage"
 )
 
 // defaultPauseImage is podbayd's default pause_image.

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/testimage"
+	"github.com/podbay/podbay/test/testimage"
 )
 
 // The NRI tests run the NRI project's sample plugins (test/tools/nri-*,

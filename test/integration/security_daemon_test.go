@@ -21,7 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/config"
-	"github.com/podbay/podbay/internal/testimage"
+	"github.com/podbay/podbay/test/testimage"
 )
 
 // streamURLTTL is how long an unused Exec, Attach or PortForward URL is

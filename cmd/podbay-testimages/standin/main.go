@@ -1,5 +1,5 @@
 // Command standin is podbay-standin, the multi-call program of podbay's
-// critest stand-in images (see internal/testimage/standin): hard-linked as
+// critest stand-in images (see test/testimage/standin): hard-linked as
 // pgrep, ipcs, nginx, httpd and nnp, it runs the applet its name says.
 // Build it static, as the images have no C library:
 //
@@ -10,7 +10,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/podbay/podbay/internal/testimage/standin"
+	"github.com/podbay/podbay/test/testimage/standin"
 )
 
 func main() {
