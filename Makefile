@@ -10,7 +10,7 @@ BIN     ?= bin
 # memory), and sigstore's Rekor client (containers_image_rekor_stub:
 # go-openapi, govalidator, mongo-driver bson; 2.9 MB, and 4 ms of init);
 # and gRPC's x/net/trace (grpcnotrace: /debug/requests, never served);
-# README "Performance".
+# docs/performance.md ("podbayd's memory").
 BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace
 export GOFLAGS := -tags=$(BUILDTAGS)
 # Only a podbayd built with the failpoints tag reads PODBAY_FAILPOINTS; the
@@ -166,7 +166,7 @@ test-deb:
 	./hack/test-node-package.sh
 
 # The node suite in the Debian 12 guest (systemd, cgroup v2, crun): see
-# README "Testing on a real node". Hours under emulation: not in `make test`;
+# docs/testing.md, "Testing on a real node". Hours under emulation: not in `make test`;
 # run it before every change to cgroups or shims.
 .PHONY: test-node
 test-node:

@@ -83,7 +83,8 @@ allowed_failures=(
 	'Image Manager public image with digest should be pulled and removed'
 )
 
-# Specs not run at all. Each needs a measured reason in the README; none
+# Specs not run at all. Each needs a measured reason in docs/testing.md
+# ("Conformance on this VM"); none
 # does today. (critest skips by itself the specs of features Status does
 # not report for the handler: the 6 user-namespace specs here, and the 4
 # recursive read-only ones with --vm.)

@@ -3,7 +3,7 @@
 # host, boots the testvm guest (../shared/testvm: Debian 12, systemd PID 1,
 # pure cgroup v2, full root), and there
 #
-#   1. installs podbay's dependencies as the README says
+#   1. installs podbay's dependencies as the README's two commands do
 #      (hack/install-deps.sh --node: the image has most of them, so this is
 #      quick; what is missing comes from the Debian mirror),
 #   2. installs podbayd as `make install` does (/usr/local/bin, the unit
@@ -22,7 +22,8 @@
 # Prints PASS/FAIL per step and per test (SKIP lines are not counted) and
 # "N passed, N failed" last; the guest is always powered off; exits non-zero
 # on any failure. Under TCG emulation (this host: no usable KVM) every test
-# is ~20x slower than on the host: see README, "Testing on a real node".
+# is ~20x slower than on the host: see docs/testing.md, "Testing on a real
+# node".
 #
 # Environment:
 #   TESTVM, TESTVM_*       the testvm script and its knobs (TESTVM_DIR, TESTVM_MEM…)
@@ -165,7 +166,7 @@ guest() {
 	local t
 	export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-	# 1. Dependencies, as the README says.
+	# 1. Dependencies, as the README's two commands install them.
 	check "install-deps.sh --node (README)" ./install-deps.sh --node
 	# The vm handler's shim (Debian's containerd), which a node needs only
 	# for such a handler.
@@ -273,7 +274,8 @@ build() {
 	rm -rf "$work/deb"
 	cp hack/test-node.sh hack/node-lib.sh hack/install-deps.sh dist/podbay.toml dist/systemd/podbayd.service "$work/"
 	[ "$NODE_GVISOR" = 1 ] || return 0
-	# gVisor as the README builds it: static, or its sandbox never boots.
+	# gVisor as docs/operator-guide.md ("gVisor") builds it: static, or its
+	# sandbox never boots.
 	mkdir -p "$work/gvisor"
 	if [ -n "$GVISOR_BIN" ]; then
 		cp "$GVISOR_BIN/runsc" "$GVISOR_BIN/containerd-shim-runsc-v1" "$work/gvisor/"

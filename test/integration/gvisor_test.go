@@ -102,7 +102,7 @@ func newGVisorEnv(t *testing.T, opts envOptions, pull ...string) (*env, testImag
 	// from the namespace's eth0 into its netstack when it boots, and the
 	// bridge plugin (1.1.1, Debian 12) finds the addresses whose
 	// masquerade rules it deletes on eth0 at DEL, so the rules outlive
-	// the pod. See the README's gVisor section.
+	// the pod. See docs/operator-guide.md, "gVisor".
 	opts.noIPMasq = true
 	r := startRegistry(t, testimage.Options{})
 	opts.registries = insecureRegistry(r.Addr())
