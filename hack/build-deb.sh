@@ -53,6 +53,9 @@ install -m 0644 dist/systemd/podbayd.service "$root/lib/systemd/system/podbayd.s
 grep -qx 'ExecStart=/usr/bin/podbayd' "$root/lib/systemd/system/podbayd.service" || die "the unit's ExecStart is not /usr/bin/podbayd"
 install -m 0644 dist/podbay.toml "$root/etc/podbay/podbay.toml"
 install -m 0644 README.md "$root/usr/share/doc/podbayd/README.md"
+# The reference the README links to, at the same relative path (docs/).
+install -d "$root/usr/share/doc/podbayd/docs"
+install -m 0644 docs/*.md "$root/usr/share/doc/podbayd/docs/"
 install -m 0644 dist/deb/conffiles "$root/DEBIAN/conffiles"
 install -m 0755 dist/deb/postinst dist/deb/prerm dist/deb/postrm "$root/DEBIAN/"
 
