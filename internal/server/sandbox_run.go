@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -101,7 +100,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start(ctx, "run")
 	rb := undo.Chain{Timeout: cleanupTimeout}
-	id, err := newID()
+	id, err := objectid.New()
 	if err != nil {
 		return nil, err
 	}
@@ -533,12 +532,4 @@ func checkLogDirectory(dir string) error {
 		return fmt.Errorf("log directory %q has a \"..\" component: %w", dir, errdefs.ErrInvalidArgument)
 	}
 	return nil
-}
-
-func newID() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate id: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
