@@ -127,9 +127,9 @@ func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly bool) {
 	m.add(mThreads, st.Pids.Current)
 	m.add(mThreadsMax, st.Pids.Limit)
 
-	if p := st.Pressure; p != nil {
+	if p := st.PSI; p != nil {
 		for _, r := range []struct {
-			t                *cgroups.PressureTotals
+			t                *cgroups.PSIResource
 			stalled, waiting metricKey
 		}{
 			{p.CPU, mPressureCPUStalled, mPressureCPUWaiting},
@@ -139,8 +139,8 @@ func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly bool) {
 			if r.t == nil {
 				continue
 			}
-			m.add(r.stalled, r.t.FullMicros/1e6)
-			m.add(r.waiting, r.t.SomeMicros/1e6)
+			m.add(r.stalled, r.t.Full.TotalNanos/1e9)
+			m.add(r.waiting, r.t.Some.TotalNanos/1e9)
 		}
 	}
 }

@@ -127,9 +127,9 @@ func richStats(cpu, mem uint64) *cgroups.Stats {
 			PageFaults: 100, MajorPageFaults: 5, OOMKills: 1},
 		MemoryDetail: cgroups.MemoryDetail{MaxUsage: 2 * mem, Failcnt: 9, MappedFile: 11, ActiveFile: 12, InactiveFile: 13, KernelUsage: 14},
 		Pids:         cgroups.PidsStats{Current: 4, Limit: 100},
-		Pressure: &cgroups.Pressure{
-			CPU:    &cgroups.PressureTotals{SomeMicros: 3e6, FullMicros: 1e6},
-			Memory: &cgroups.PressureTotals{SomeMicros: 5e6, FullMicros: 4e6},
+		PSI: &cgroups.PSIStats{
+			CPU:    &cgroups.PSIResource{Some: cgroups.PSILine{TotalNanos: 3e9}, Full: cgroups.PSILine{TotalNanos: 1e9}},
+			Memory: &cgroups.PSIResource{Some: cgroups.PSILine{TotalNanos: 5e9}, Full: cgroups.PSILine{TotalNanos: 4e9}},
 		},
 	}
 }
