@@ -73,7 +73,15 @@ const (
 // and exits, whatever its status, is a result; an error means that it
 // could not be started, or that ctx ended, in which case the process was
 // killed as on a timeout.
+// The runtime refusing to start the program the exec names (not found, not
+// executable) is the request's error: errdefs.ErrInvalidArgument.
 func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
+	res, err := r.execSync(ctx, id, opts)
+	return res, runtime.ClassifyExec(err)
+}
+
+// execSync is ExecSync before its failure is classified.
+func (r *Runtime) execSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
 	files, done, err := r.prepareExec(ctx, id, opts, false)
 	if err != nil {
 		return runtime.ExecResult{}, err
