@@ -24,7 +24,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +32,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 const (
@@ -131,22 +132,11 @@ func (c *client) cpuTime() time.Duration {
 	if c.o.pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.o.pid))
+	st, err := procfs.ReadStat(c.o.pid)
 	if err != nil {
 		return 0
 	}
-	// The fields after the command name (which may hold spaces) start at
-	// state; utime and stime are the 14th and 15th fields overall.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	var ticks int64
-	for _, x := range f[11:13] {
-		v, _ := strconv.ParseInt(x, 10, 64)
-		ticks += v
-	}
-	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
+	return st.CPUTime()
 }
 
 func (c *client) podConfig(i int) *runtimeapi.PodSandboxConfig {

@@ -1,13 +1,6 @@
 package cgroups
 
-import (
-	"bytes"
-	"errors"
-	"fmt"
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
-)
+import "path/filepath"
 
 // MemoryDetail is memory accounting beyond MemoryStats, in bytes unless
 // said otherwise. A field the kernel does not report on this cgroup
@@ -29,22 +22,6 @@ type MemoryDetail struct {
 	// KernelUsage is kernel memory charged to the cgroup: v1
 	// memory.kmem.usage_in_bytes, v2 "kernel" of memory.stat (5.18+).
 	KernelUsage uint64
-}
-
-// Pressure is a cgroup's pressure stall information, one entry per
-// resource; an entry is nil when its file is absent.
-type Pressure struct {
-	CPU    *PressureTotals
-	Memory *PressureTotals
-	IO     *PressureTotals
-}
-
-// PressureTotals are the cumulative stall times of one resource, in
-// microseconds: Some while at least one task stalled, Full while all
-// non-idle tasks did (the kernel's "total=" fields).
-type PressureTotals struct {
-	SomeMicros uint64
-	FullMicros uint64
 }
 
 // memoryDetailV1 fills d from a v1 memory cgroup whose memory.stat was
@@ -96,86 +73,6 @@ func memoryDetailV2(dir string, m map[string]uint64, d *MemoryDetail) error {
 	}
 	d.Failcnt = parseKeyed(b)["max"]
 	return nil
-}
-
-// readPressure reads cpu.pressure, memory.pressure and io.pressure of a
-// cgroup2 directory. It returns nil when none is there (no PSI in the
-// kernel, or psi=0 on its command line, where reads fail with
-// EOPNOTSUPP).
-func readPressure(dir string) (*Pressure, error) {
-	var p Pressure
-	found := false
-	for _, f := range []struct {
-		name string
-		dst  **PressureTotals
-	}{
-		{"cpu.pressure", &p.CPU},
-		{"memory.pressure", &p.Memory},
-		{"io.pressure", &p.IO},
-	} {
-		b, err := readOptional(dir, f.name)
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if b == nil {
-			continue
-		}
-		t, err := parsePressure(f.name, b)
-		if err != nil {
-			return nil, err
-		}
-		*f.dst = t
-		found = true
-	}
-	if !found {
-		return nil, nil
-	}
-	return &p, nil
-}
-
-// parsePressure parses a pressure file:
-//
-//	some avg10=0.00 avg60=0.00 avg300=0.00 total=8244
-//	full avg10=0.00 avg60=0.00 avg300=0.00 total=8244
-//
-// The "full" line is absent on kernels before 5.13 for cpu.pressure.
-func parsePressure(name string, b []byte) (*PressureTotals, error) {
-	var t PressureTotals
-	seen := false
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		fields := bytes.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
-		var dst *uint64
-		switch string(fields[0]) {
-		case "some":
-			dst = &t.SomeMicros
-		case "full":
-			dst = &t.FullMicros
-		default:
-			continue
-		}
-		for _, f := range fields[1:] {
-			k, v, ok := bytes.Cut(f, []byte("="))
-			if !ok || string(k) != "total" {
-				continue
-			}
-			n, ok := parseCounter(string(v))
-			if !ok {
-				return nil, fmt.Errorf("parse %s: total %q is not a number", name, v)
-			}
-			*dst = n
-			seen = true
-		}
-	}
-	if !seen {
-		return nil, fmt.Errorf("parse %s: no total", name)
-	}
-	return &t, nil
 }
 
 // pressureDirV1 is where a v1 host keeps the cgroup's pressure files: the

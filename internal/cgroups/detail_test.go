@@ -8,20 +8,23 @@ const (
 	ioPressure  = "some avg10=0.00 avg60=0.00 avg300=0.00 total=8244\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=8000\n"
 )
 
-var wantPressure = Pressure{
-	CPU:    &PressureTotals{SomeMicros: 6477424, FullMicros: 1200},
-	Memory: &PressureTotals{SomeMicros: 300, FullMicros: 200},
-	IO:     &PressureTotals{SomeMicros: 8244, FullMicros: 8000},
+// wantPressure is the three files above: averages in %, totals in
+// nanoseconds (the files count microseconds).
+var wantPressure = PSIStats{
+	CPU: &PSIResource{Some: PSILine{Avg10: 1.5, Avg60: 0.4, Avg300: 0.1, TotalNanos: 6477424000},
+		Full: PSILine{TotalNanos: 1200000}},
+	Memory: &PSIResource{Some: PSILine{TotalNanos: 300000}, Full: PSILine{TotalNanos: 200000}},
+	IO:     &PSIResource{Some: PSILine{TotalNanos: 8244000}, Full: PSILine{TotalNanos: 8000000}},
 }
 
-func checkPressure(t *testing.T, got *Pressure, want Pressure) {
+func checkPressure(t *testing.T, got *PSIStats, want PSIStats) {
 	t.Helper()
 	if got == nil {
-		t.Fatal("Pressure = nil")
+		t.Fatal("PSI = nil")
 	}
 	for _, c := range []struct {
 		name      string
-		got, want *PressureTotals
+		got, want *PSIResource
 	}{{"cpu", got.CPU, want.CPU}, {"memory", got.Memory, want.Memory}, {"io", got.IO, want.IO}} {
 		switch {
 		case c.got == nil && c.want == nil:
@@ -51,7 +54,7 @@ func TestMemoryDetailAndPressureV2(t *testing.T) {
 	if s.MemoryDetail != want {
 		t.Errorf("MemoryDetail = %+v\nwant           %+v", s.MemoryDetail, want)
 	}
-	checkPressure(t, s.Pressure, wantPressure)
+	checkPressure(t, s.PSI, wantPressure)
 }
 
 func TestPressureV2Absent(t *testing.T) {
@@ -60,8 +63,8 @@ func TestPressureV2Absent(t *testing.T) {
 	root := v2Tree(t)
 	remove(t, root, v2Container+"/memory.events")
 	s := mustStats(t, mustNew(t, root), containerPath)
-	if s.Pressure != nil {
-		t.Errorf("Pressure = %+v, want nil", s.Pressure)
+	if s.PSI != nil {
+		t.Errorf("PSI = %+v, want nil", s.PSI)
 	}
 	if s.MemoryDetail.MaxUsage != 0 || s.MemoryDetail.Failcnt != 0 {
 		t.Errorf("MemoryDetail = %+v, want no peak and no failcnt", s.MemoryDetail)
@@ -73,7 +76,7 @@ func TestPressureV2CPUOnlySome(t *testing.T) {
 	root := v2Tree(t)
 	writeTree(t, root, map[string]string{v2Container + "/cpu.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=77\n"})
 	s := mustStats(t, mustNew(t, root), containerPath)
-	checkPressure(t, s.Pressure, Pressure{CPU: &PressureTotals{SomeMicros: 77}})
+	checkPressure(t, s.PSI, PSIStats{CPU: &PSIResource{Some: PSILine{TotalNanos: 77000}}})
 }
 
 func TestMemoryDetailV1AndHybridPressure(t *testing.T) {
@@ -97,7 +100,7 @@ func TestMemoryDetailV1AndHybridPressure(t *testing.T) {
 	if s.MemoryDetail != want {
 		t.Errorf("MemoryDetail = %+v\nwant           %+v", s.MemoryDetail, want)
 	}
-	checkPressure(t, s.Pressure, wantPressure)
+	checkPressure(t, s.PSI, wantPressure)
 }
 
 func TestPressureV1WithoutUnified(t *testing.T) {
@@ -106,19 +109,22 @@ func TestPressureV1WithoutUnified(t *testing.T) {
 	// cgroup2 mount neither.
 	root := v1Tree(t)
 	removeAll(t, root, "unified"+containerPath)
-	if s := mustStats(t, mustNew(t, root), containerPath); s.Pressure != nil {
-		t.Errorf("Pressure = %+v, want nil without the unified cgroup", s.Pressure)
+	if s := mustStats(t, mustNew(t, root), containerPath); s.PSI != nil {
+		t.Errorf("PSI = %+v, want nil without the unified cgroup", s.PSI)
 	}
 	removeAll(t, root, "unified")
-	if s := mustStats(t, mustNew(t, root), containerPath); s.Pressure != nil {
-		t.Errorf("Pressure = %+v, want nil without a cgroup2 mount", s.Pressure)
+	if s := mustStats(t, mustNew(t, root), containerPath); s.PSI != nil {
+		t.Errorf("PSI = %+v, want nil without a cgroup2 mount", s.PSI)
 	}
 }
 
-func TestParsePressureErrors(t *testing.T) {
-	for _, in := range []string{"", "some avg10=0.00\n", "some total=x\n", "bogus total=1\n"} {
-		if _, err := parsePressure("cpu.pressure", []byte(in)); err == nil {
-			t.Errorf("parsePressure(%q) succeeded", in)
-		}
+func TestPressureV2Unreadable(t *testing.T) {
+	// A pressure file that is there but not PSI fails the sample, as
+	// every other malformed file does.
+	root := v2Tree(t)
+	writeTree(t, root, map[string]string{v2Container + "/io.pressure": "some total=x\n"})
+	r := mustNew(t, root)
+	if s, err := r.Stats(containerPath); err == nil {
+		t.Errorf("Stats with a bad io.pressure = %+v, want an error", s)
 	}
 }

@@ -1,7 +1,6 @@
 package cgroups
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 // The functions in this file write: they place a runtime's monitor process
@@ -175,27 +176,21 @@ func inheritCpuset(parent, dir string) error {
 // ParseMounts returns the cgroup and cgroup2 mounts in a
 // /proc/<pid>/mountinfo, one per mount point.
 func ParseMounts(r io.Reader) ([]Mount, error) {
+	all, err := procfs.ParseMountinfo(r)
+	if err != nil {
+		return nil, err
+	}
 	var mounts []Mount
 	seen := make(map[string]bool)
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
+	for _, mi := range all {
 		// 36 35 0:31 / /sys/fs/cgroup/cpuset rw,nosuid - cgroup cgroup rw,cpuset
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
+		if (mi.FSType != "cgroup" && mi.FSType != "cgroup2") || seen[mi.Point] {
 			continue
 		}
-		fields, tail := strings.Fields(pre), strings.Fields(post)
-		if len(fields) < 5 || len(tail) < 1 {
-			continue
-		}
-		fstype, dir := tail[0], unescapeMountinfo(fields[4])
-		if (fstype != "cgroup" && fstype != "cgroup2") || seen[dir] {
-			continue
-		}
-		seen[dir] = true
-		m := Mount{Dir: dir, V2: fstype == "cgroup2"}
-		if fstype == "cgroup" && len(tail) >= 3 {
-			for opt := range strings.SplitSeq(tail[2], ",") {
+		seen[mi.Point] = true
+		m := Mount{Dir: mi.Point, V2: mi.FSType == "cgroup2"}
+		if mi.FSType == "cgroup" {
+			for opt := range strings.SplitSeq(mi.SuperOptions, ",") {
 				if opt == "cpuset" {
 					m.Cpuset = true
 				}
@@ -203,25 +198,5 @@ func ParseMounts(r io.Reader) ([]Mount, error) {
 		}
 		mounts = append(mounts, m)
 	}
-	return mounts, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space…) that
-// mountinfo uses in paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return mounts, nil
 }

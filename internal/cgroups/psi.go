@@ -1,14 +1,19 @@
 package cgroups
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // PSIStats is a cgroup's pressure stall information (cgroup v2's
 // cpu.pressure, memory.pressure and io.pressure); a resource is nil where
-// the kernel does not report it.
+// the kernel does not report it. ContainerStats and PodSandboxStats carry
+// it in CRI form, ListPodSandboxMetrics as cAdvisor's
+// container_pressure_* counters: one reading feeds both.
 type PSIStats struct {
 	CPU, Memory, IO *PSIResource
 }
@@ -28,26 +33,42 @@ type PSILine struct {
 	TotalNanos uint64
 }
 
-// readPSIV2 reads the pressure files of a v2 cgroup dir; nil when none
-// can be read (a kernel without CONFIG_PSI, or booted with psi=0, which
-// makes the files fail with EOPNOTSUPP).
-func readPSIV2(dir string) *PSIStats {
-	read := func(name string) *PSIResource {
-		b, err := readOptional(dir, name)
-		if err != nil || b == nil {
-			return nil
+// readPSI reads cpu.pressure, memory.pressure and io.pressure of a
+// cgroup2 directory. It returns nil when none is there (a kernel without
+// CONFIG_PSI, or booted with psi=0, which makes the reads fail with
+// EOPNOTSUPP).
+func readPSI(dir string) (*PSIStats, error) {
+	var p PSIStats
+	found := false
+	for _, f := range []struct {
+		name string
+		dst  **PSIResource
+	}{
+		{"cpu.pressure", &p.CPU},
+		{"memory.pressure", &p.Memory},
+		{"io.pressure", &p.IO},
+	} {
+		b, err := readOptional(dir, f.name)
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			continue
 		}
 		r, err := ParsePSI(string(b))
 		if err != nil {
-			return nil
+			return nil, fmt.Errorf("parse %s: %w", f.name, err)
 		}
-		return r
+		*f.dst = r
+		found = true
 	}
-	p := &PSIStats{CPU: read("cpu.pressure"), Memory: read("memory.pressure"), IO: read("io.pressure")}
-	if p.CPU == nil && p.Memory == nil && p.IO == nil {
-		return nil
+	if !found {
+		return nil, nil
 	}
-	return p
+	return &p, nil
 }
 
 // ParsePSI parses a pressure file:

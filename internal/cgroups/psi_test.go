@@ -29,9 +29,9 @@ func TestParsePSI(t *testing.T) {
 	}
 }
 
-func TestReadPSIV2(t *testing.T) {
+func TestReadPSI(t *testing.T) {
 	dir := t.TempDir()
-	if p := readPSIV2(dir); p != nil {
+	if p, err := readPSI(dir); p != nil || err != nil {
 		t.Errorf("no pressure files: %+v, want nil", p)
 	}
 	line := "some avg10=1.00 avg60=2.00 avg300=3.00 total=5\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"
@@ -40,8 +40,8 @@ func TestReadPSIV2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := readPSIV2(dir)
-	if p == nil || p.CPU == nil || p.IO == nil || p.Memory != nil || p.CPU.Some.Avg60 != 2 || p.IO.Full.TotalNanos != 1000 {
+	p, err := readPSI(dir)
+	if err != nil || p == nil || p.CPU == nil || p.IO == nil || p.Memory != nil || p.CPU.Some.Avg60 != 2 || p.IO.Full.TotalNanos != 1000 {
 		t.Errorf("cpu and io pressure: %+v", p)
 	}
 }

@@ -17,16 +17,13 @@ type Stats struct {
 	CPU       CPUStats
 	Memory    MemoryStats
 	Pids      PidsStats
-	// MemoryDetail and Pressure are the finer cAdvisor numbers that
+	// MemoryDetail is the finer cAdvisor numbers that
 	// ListPodSandboxMetrics reports and the CRI stats messages do not.
 	MemoryDetail MemoryDetail
-	// Pressure is the cgroup's pressure stall information: cgroup v2
-	// only (on a v1 hybrid host, read from the cgroup2 mount at
-	// <root>/unified where the runtime made the same cgroup there); nil
-	// where the kernel exposes none.
-	Pressure *Pressure
-	// PSI is the pressure stall information; nil where the kernel has
-	// none for the cgroup (cgroup v1).
+	// PSI is the cgroup's pressure stall information: cgroup v2 only (on
+	// a v1 hybrid host, read from the cgroup2 mount at <root>/unified
+	// where the runtime made the same cgroup there); nil where the kernel
+	// exposes none.
 	PSI *PSIStats
 }
 

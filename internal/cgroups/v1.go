@@ -48,11 +48,11 @@ func (r *Reader) statsV1(rel string) (*Stats, error) {
 		}
 	}
 	if dir, ok := r.pressureDirV1(rel); ok {
-		p, err := readPressure(dir)
+		p, err := readPSI(dir)
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return nil, err
 		}
-		s.Pressure = p
+		s.PSI = p
 	}
 	if dir, ok := r.optionalDir(ctrlPids, rel); ok {
 		if err := readPids(dir, &s.Pids); err != nil {

@@ -20,15 +20,14 @@ func (r *Reader) statsV2(rel string) (*Stats, error) {
 	if err := readMemoryV2(dir, &s.Memory, &s.MemoryDetail); err != nil {
 		return nil, err
 	}
-	p, err := readPressure(dir)
+	p, err := readPSI(dir)
 	if err != nil {
 		return nil, err
 	}
-	s.Pressure = p
+	s.PSI = p
 	if err := readPids(dir, &s.Pids); err != nil {
 		return nil, err
 	}
-	s.PSI = readPSIV2(dir)
 	return s, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/podbay/podbay/internal/objectid"
 )
 
 // Inventory is what of podbay's the host holds, as Scan lists it (before
@@ -255,16 +257,16 @@ func processID(args []string) string {
 	}
 	for i, a := range args[1:] {
 		for _, flag := range []string{"--cid", "-c", "-id", "--id"} {
-			if a == flag && i+2 < len(args) && isID(args[i+2]) {
+			if a == flag && i+2 < len(args) && objectid.Is(args[i+2]) {
 				return args[i+2]
 			}
-			if v, ok := strings.CutPrefix(a, flag+"="); ok && isID(v) {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok && objectid.Is(v) {
 				return v
 			}
 		}
 	}
 	for i := len(args) - 1; i > 0; i-- {
-		if isID(args[i]) {
+		if objectid.Is(args[i]) {
 			return args[i]
 		}
 	}
@@ -286,19 +288,6 @@ func marked(args, dirs []string) bool {
 		}
 	}
 	return false
-}
-
-// isID reports whether s has the shape of a podbay ID (64 hex digits).
-func isID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func truncate(s string, n int) string {

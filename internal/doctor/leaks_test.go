@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/store"
 )
@@ -204,7 +205,11 @@ func TestClassifyMounts(t *testing.T) {
 		netns:  "/var/run/netns",
 	}
 	containers := []storageContainer{{ID: ownedPod, Layer: id('1')}, {ID: orphanPod, Layer: id('9')}}
-	rootfses, mounts := classifyMounts(parseMountinfo([]byte(mountinfo)), containers, s)
+	parsed, err := procfs.ParseMountinfo(strings.NewReader(mountinfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootfses, mounts := classifyMounts(parsed, containers, s)
 	if len(rootfses) != 2 || rootfses[0].MountPoint != "/var/lib/podbay/storage/overlay/"+id('1')+"/merged" || rootfses[1].MountPoint != "" {
 		t.Errorf("rootfses: %+v", rootfses)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 // Scan lists what of podbay's the host holds, reading only. n is the
@@ -40,9 +42,9 @@ func Scan(ctx context.Context, cfg *config.Config, n *Network) (*Inventory, []er
 	add("network namespaces", err)
 	rootfses, err := readStorageContainers(cfg.Image.StorageRoot, cfg.Image.Driver)
 	add("root filesystems", err)
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := selfMounts()
 	add("mounts", err)
-	inv.Rootfses, inv.Mounts = classifyMounts(parseMountinfo(mountinfo), rootfses, mountScope(cfg))
+	inv.Rootfses, inv.Mounts = classifyMounts(mounts, rootfses, mountScope(cfg))
 	if n != nil {
 		if n.IPAMDir != "" {
 			inv.Reservations, err = scanReservations(n.IPAMDir)
@@ -106,7 +108,7 @@ func scanNamespaces(dir string, inUse map[uint64]bool) ([]Namespace, error) {
 	}
 	var out []Namespace
 	for _, id := range ids {
-		if !isID(id) {
+		if !objectid.Is(id) {
 			continue // not a name podbay gives
 		}
 		ns := Namespace{ID: id, Path: netns.Path(dir, id)}
@@ -122,48 +124,14 @@ func scanNamespaces(dir string, inUse map[uint64]bool) ([]Namespace, error) {
 	return out, nil
 }
 
-// mountInfo is one line of /proc/self/mountinfo.
-type mountInfo struct {
-	Point, FSType string
-}
-
-func parseMountinfo(data []byte) []mountInfo {
-	var out []mountInfo
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 7 {
-			continue
-		}
-		m := mountInfo{Point: unescapeMount(f[4])}
-		for i := 6; i+1 < len(f); i++ {
-			if f[i] == "-" {
-				m.FSType = f[i+1]
-				break
-			}
-		}
-		out = append(out, m)
+// selfMounts reads the daemon's mount table, /proc/self/mountinfo.
+func selfMounts() ([]procfs.Mount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
 	}
-	return out
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	defer f.Close()
+	return procfs.ParseMountinfo(f)
 }
 
 // storageContainer is an entry of containers/storage's containers.json or
@@ -230,7 +198,7 @@ func realPath(p string) string {
 // returns the other mounts in podbay's directories that name an ID or
 // mount a layer no root filesystem uses. The overlay driver's own mount
 // of its directory names nothing and is left out.
-func classifyMounts(mounts []mountInfo, containers []storageContainer, s mountScopeT) ([]Rootfs, []Mount) {
+func classifyMounts(mounts []procfs.Mount, containers []storageContainer, s mountScopeT) ([]Rootfs, []Mount) {
 	byLayer := map[string]int{}
 	rootfses := make([]Rootfs, len(containers))
 	for i, c := range containers {
@@ -248,7 +216,7 @@ func classifyMounts(mounts []mountInfo, containers []storageContainer, s mountSc
 				rootfses[i].MountPoint = m.Point
 				continue
 			}
-			if isID(layer) {
+			if objectid.Is(layer) {
 				out = append(out, Mount{Point: m.Point, FSType: m.FSType, Layer: layer})
 			}
 			continue
@@ -274,7 +242,7 @@ func idInPath(p string) string {
 	parts := strings.Split(p, "/")
 	for i := len(parts) - 1; i >= 0; i-- {
 		el := strings.TrimPrefix(parts[i], netns.Prefix)
-		if isID(el) {
+		if objectid.Is(el) {
 			return el
 		}
 	}
@@ -475,37 +443,16 @@ func scanProcesses() ([]Process, error) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
+		st, err := procfs.ReadStat(pid)
+		if err != nil || st.Dead() {
+			continue // gone meanwhile, or a zombie
 		}
-		p := Process{PID: pid, PPID: parsePPID(stat)}
-		if p.PPID < 0 {
-			continue // a zombie or a process gone meanwhile
-		}
+		p := Process{PID: pid, PPID: st.PPID}
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		p.Args = strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// parsePPID reads the parent from /proc/<pid>/stat ("pid (comm) state
-// ppid …", comm may hold spaces and parentheses); -1 for a zombie.
-func parsePPID(stat []byte) int {
-	rest := string(stat)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
-		return -1
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return -1
-	}
-	return ppid
 }
 
 // shimRuncState is where containerd-shim-runc-v2 keeps runc's state for
@@ -536,7 +483,7 @@ func scanDirs(cfg *config.Config) []Dir {
 	list := func(dir, what string, any bool) {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			if any || isID(e.Name()) {
+			if any || objectid.Is(e.Name()) {
 				out = append(out, Dir{ID: e.Name(), Path: filepath.Join(dir, e.Name()), What: what})
 			}
 		}

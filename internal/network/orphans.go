@@ -3,7 +3,6 @@ package network
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 // orphanWait bounds how long KillOrphanedPlugins waits for the plugins it
@@ -34,7 +35,9 @@ type orphan struct {
 	pid         int
 	command     string // CNI_COMMAND
 	containerID string // CNI_CONTAINERID
-	fd          int    // pidfd, or -1 on kernels without pidfd_open
+	// proc is a pidfd on the process, or its bare pid on kernels without
+	// pidfd_open.
+	proc *procfs.Process
 }
 
 // KillOrphanedPlugins ends the CNI plugin processes a previous podbayd
@@ -117,14 +120,11 @@ func KillOrphanedPlugins(ctx context.Context, netnsDir string) (killed int, err 
 // environment was read, so that the process later signalled is the one
 // that matched. The caller closes it.
 func findOrphan(pid int, netnsDir string) (*orphan, bool) {
-	fd, err := unix.PidfdOpen(pid, 0)
+	proc, err := procfs.OpenProcess(pid)
 	if err != nil {
-		fd = -1
-		if !errors.Is(err, unix.ENOSYS) {
-			return nil, false // gone, or not ours to see
-		}
+		return nil, false // gone, or not ours to see
 	}
-	o := &orphan{pid: pid, fd: fd}
+	o := &orphan{pid: pid, proc: proc}
 	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
 	if err != nil {
 		o.close()
@@ -139,19 +139,7 @@ func findOrphan(pid int, netnsDir string) (*orphan, bool) {
 	return o, true
 }
 
-func (o *orphan) close() {
-	if o.fd >= 0 {
-		unix.Close(o.fd)
-		o.fd = -1
-	}
-}
-
-func (o *orphan) signal(sig unix.Signal) error {
-	if o.fd >= 0 {
-		return unix.PidfdSendSignal(o.fd, sig, nil, 0)
-	}
-	return unix.Kill(o.pid, sig)
-}
+func (o *orphan) close() { o.proc.Close() }
 
 // kill kills the process and, first, the group it leads, and reports
 // whether it was still there to kill.
@@ -159,7 +147,8 @@ func (o *orphan) kill() bool {
 	pgid, err := unix.Getpgid(o.pid)
 	// Still the process that matched (the pidfd says so), so the group id
 	// read above was its own: it stays reserved while the process lives.
-	if o.signal(0) != nil {
+	// A zombie leader counts: its group may still hold live processes.
+	if !o.proc.Present() {
 		return false
 	}
 	// The group first, the leader with it; then the process itself in
@@ -168,24 +157,18 @@ func (o *orphan) kill() bool {
 	if err == nil && pgid == o.pid {
 		_ = unix.Kill(-o.pid, unix.SIGKILL)
 	}
-	_ = o.signal(unix.SIGKILL)
+	_ = o.proc.Signal(unix.SIGKILL)
 	return true
 }
 
 // wait waits until the process has exited or the deadline passed, and
 // reports whether it exited.
 func (o *orphan) wait(deadline time.Time) bool {
+	if o.proc.HasPidfd() {
+		// A pidfd becomes readable when its process exits.
+		return o.proc.WaitDeadline(deadline)
+	}
 	for {
-		if o.fd >= 0 {
-			// A pidfd becomes readable when its process exits.
-			ms := int(time.Until(deadline).Milliseconds())
-			fds := []unix.PollFd{{Fd: int32(o.fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(fds, max(ms, 0))
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			return err == nil && n > 0
-		}
 		if !processLive(o.pid) {
 			return true
 		}
@@ -199,13 +182,8 @@ func (o *orphan) wait(deadline time.Time) bool {
 // processLive reports whether pid is a process that has not exited (a
 // zombie has).
 func processLive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && !st.Dead()
 }
 
 // matchOrphan reports whether environ (a /proc/<pid>/environ: NUL
@@ -228,25 +206,12 @@ func matchOrphan(environ []byte, netnsDir string) (orphan, bool) {
 			nsPath = v
 		}
 	}
-	if o.command == "" || !isPodID(o.containerID) {
+	if o.command == "" || !objectid.Is(o.containerID) {
 		return o, false
 	}
 	if filepath.Dir(nsPath) != netnsDir {
 		return o, false
 	}
 	id, ok := strings.CutPrefix(filepath.Base(nsPath), netns.Prefix)
-	return o, ok && isPodID(id)
-}
-
-// isPodID reports whether s is a podbay ID: 64 lower-case hex digits.
-func isPodID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return o, ok && objectid.Is(id)
 }

@@ -49,8 +49,12 @@ const monitorExitGrace = 5 * time.Second
 // the conmon it started, deletes the runtime state and conmon's files, and
 // returns an error that includes the runtime's own message. It gives up
 // when ctx ends or after Config.CreateTimeout, whichever comes first.
+//
+// A sysctl of the spec that the kernel refused is the request's error: it
+// gives a *runtime.SysctlError (errdefs.ErrInvalidArgument).
 func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid int, retErr error) {
-	return r.create(ctx, opts, "")
+	pid, err := r.create(ctx, opts, "")
+	return pid, runtime.ClassifyCreate(err, opts.BundleDir)
 }
 
 // create is Create, or Restore when restorePath (CRIU's images) is set.

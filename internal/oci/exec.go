@@ -2,7 +2,6 @@ package oci
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/undo"
 )
@@ -73,7 +73,15 @@ const (
 // and exits, whatever its status, is a result; an error means that it
 // could not be started, or that ctx ended, in which case the process was
 // killed as on a timeout.
+// The runtime refusing to start the program the exec names (not found, not
+// executable) is the request's error: errdefs.ErrInvalidArgument.
 func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
+	res, err := r.execSync(ctx, id, opts)
+	return res, runtime.ClassifyExec(err)
+}
+
+// execSync is ExecSync before its failure is classified.
+func (r *Runtime) execSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
 	files, done, err := r.prepareExec(ctx, id, opts, false)
 	if err != nil {
 		return runtime.ExecResult{}, err
@@ -393,7 +401,7 @@ func killExec(ctx context.Context, runtime *os.Process, pidFile string, exited <
 // the runtime) means the number was freed and reused: then there is
 // nothing of the exec's left to kill.
 func killExecGroup(pid, runtimePid int, seen *execGroup) {
-	st, err := readProcStat(pid)
+	st, err := procfs.ReadStat(pid)
 	switch {
 	case err == nil && childOfRuntime(st, runtimePid):
 		_ = unix.Kill(pid, unix.SIGKILL)
@@ -422,7 +430,7 @@ func killExecGroup(pid, runtimePid int, seen *execGroup) {
 // killChildren sends SIGKILL to the children of the runtime at
 // runtimePid, until none is left.
 func killChildren(runtimePid int) {
-	killWhere(func(st statFields) bool { return st.ppid == runtimePid })
+	killWhere(func(st procfs.Stat) bool { return st.PPID == runtimePid })
 }
 
 // execGroup is the process group and session of an exec's process, as
@@ -456,7 +464,7 @@ func watchExec(pidFile string, runtimePid int) *execWatch {
 		deadline := time.After(execKillGrace)
 		for {
 			if pid, err := readPidFile(pidFile); err == nil {
-				if st, err := readProcStat(pid); err == nil && childOfRuntime(st, runtimePid) {
+				if st, err := procfs.ReadStat(pid); err == nil && childOfRuntime(st, runtimePid) {
 					w.pid, w.seen = pid, groupOf(st, runtimePid)
 				}
 				return
@@ -502,13 +510,13 @@ func (w *execWatch) process(stop <-chan struct{}) int {
 
 // groupOf is st's group and session, but for the daemon's and the
 // runtime's own.
-func groupOf(st statFields, runtimePid int) execGroup {
+func groupOf(st procfs.Stat, runtimePid int) execGroup {
 	var g execGroup
-	if st.pgid > 0 && st.pgid != unix.Getpgrp() && st.pgid != runtimePid {
-		g.pgid = st.pgid
+	if st.PGRP > 0 && st.PGRP != unix.Getpgrp() && st.PGRP != runtimePid {
+		g.pgid = st.PGRP
 	}
-	if st.sid > 0 && st.sid != getsid() && st.sid != runtimePid {
-		g.sid = st.sid
+	if st.Session > 0 && st.Session != getsid() && st.Session != runtimePid {
+		g.sid = st.Session
 	}
 	return g
 }
@@ -517,12 +525,12 @@ func groupOf(st statFields, runtimePid int) execGroup {
 // runtime's child, or the child of the runtime's child: crun's
 // intermediate process forks the exec'd one and exits, after which the
 // runtime (a subreaper) is its parent.
-func childOfRuntime(st statFields, runtimePid int) bool {
-	if st.ppid == runtimePid {
+func childOfRuntime(st procfs.Stat, runtimePid int) bool {
+	if st.PPID == runtimePid {
 		return true
 	}
-	parent, err := readProcStat(st.ppid)
-	return err == nil && parent.ppid == runtimePid
+	parent, err := procfs.ReadStat(st.PPID)
+	return err == nil && parent.PPID == runtimePid
 }
 
 // getsid is the daemon's session.
@@ -533,13 +541,13 @@ func getsid() int {
 
 // killSession sends SIGKILL to every process in session sid.
 func killSession(sid int) {
-	killWhere(func(st statFields) bool { return st.sid == sid })
+	killWhere(func(st procfs.Stat) bool { return st.Session == sid })
 }
 
 // killWhere sends SIGKILL to every live process whose stat matches. A
 // process may fork while the list is read, so it is read until nothing
 // is found.
-func killWhere(match func(statFields) bool) {
+func killWhere(match func(procfs.Stat) bool) {
 	for range 5 {
 		found := false
 		entries, _ := os.ReadDir("/proc")
@@ -548,7 +556,7 @@ func killWhere(match func(statFields) bool) {
 			if err != nil {
 				continue
 			}
-			if st, err := readProcStat(pid); err == nil && st.state != "Z" && match(st) {
+			if st, err := procfs.ReadStat(pid); err == nil && !st.Zombie() && match(st) {
 				_ = unix.Kill(pid, unix.SIGKILL)
 				found = true
 			}
@@ -557,56 +565,6 @@ func killWhere(match func(statFields) bool) {
 			return
 		}
 	}
-}
-
-// statFields holds the fields of /proc/<pid>/stat that killing an exec
-// needs.
-type statFields struct {
-	state           string
-	ppid, pgid, sid int
-	// tty is the controlling terminal (tty_nr; 0: none, or not read).
-	tty int
-	// flags are the kernel's task flags (PF_*; 0: not read).
-	flags uint64
-}
-
-// readProcStat reads /proc/<pid>/stat.
-func readProcStat(pid int) (statFields, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return statFields{}, err
-	}
-	return parseProcStat(b)
-}
-
-// parseProcStat parses "pid (comm) state ppid pgrp session tty_nr tpgid
-// flags ...". comm
-// may hold spaces and parentheses, so the fields start after the last
-// ")".
-func parseProcStat(stat []byte) (statFields, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return statFields{}, fmt.Errorf("bad stat %q", stat)
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 4 {
-		return statFields{}, fmt.Errorf("bad stat %q", stat)
-	}
-	st := statFields{state: f[0]}
-	for j, dst := range []*int{&st.ppid, &st.pgid, &st.sid} {
-		n, err := strconv.Atoi(f[j+1])
-		if err != nil {
-			return statFields{}, fmt.Errorf("bad stat %q: %w", stat, err)
-		}
-		*dst = n
-	}
-	if len(f) > 4 {
-		st.tty, _ = strconv.Atoi(f[4])
-	}
-	if len(f) > 6 { // tpgid, then flags
-		st.flags, _ = strconv.ParseUint(f[6], 10, 64)
-	}
-	return st, nil
 }
 
 // runtimeLogErrors returns the error messages in a runtime log written

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -108,11 +109,11 @@ func lockONLCROff(fd int) error {
 // process must still be the runtime's child: a pid reused by then is
 // not.
 func openProcessTerminal(pid, runtimePid int) (*os.File, error) {
-	st, err := readProcStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil || !childOfRuntime(st, runtimePid) {
 		return nil, fmt.Errorf("process %d is not the runtime's child", pid)
 	}
-	if st.tty == 0 {
+	if st.TTY == 0 {
 		return nil, fmt.Errorf("process %d has no controlling terminal", pid)
 	}
 	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDWR|unix.O_NOCTTY, 0)
@@ -124,7 +125,7 @@ func openProcessTerminal(pid, runtimePid int) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if fst.Mode&unix.S_IFMT != unix.S_IFCHR || !sameDevice(fst.Rdev, st.tty) {
+	if fst.Mode&unix.S_IFMT != unix.S_IFCHR || !sameDevice(fst.Rdev, st.TTY) {
 		f.Close()
 		return nil, fmt.Errorf("stdin of process %d is not its terminal", pid)
 	}

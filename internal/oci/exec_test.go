@@ -35,27 +35,6 @@ func TestExecArgs(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
-	for _, tc := range []struct {
-		stat string
-		want statFields
-		ok   bool
-	}{
-		{stat: "3297 (sh) S 3285 3297 3297 0 -1 4194560", want: statFields{state: "S", ppid: 3285, pgid: 3297, sid: 3297, flags: 4194560}, ok: true},
-		{stat: "42 (a) b) (c) Z 7 8 9 0", want: statFields{state: "Z", ppid: 7, pgid: 8, sid: 9}, ok: true},
-		{stat: "77 (bash) S 70 77 77 34817 77", want: statFields{state: "S", ppid: 70, pgid: 77, sid: 77, tty: 34817}, ok: true},
-		{stat: "42 (x y) R 1 1 1", want: statFields{state: "R", ppid: 1, pgid: 1, sid: 1}, ok: true},
-		{stat: "42 (sh) S 3285 3297"},
-		{stat: "garbage"},
-		{stat: "42 (sh) S x y z"},
-	} {
-		got, err := parseProcStat([]byte(tc.stat))
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseProcStat(%q) = (%+v, %v), want %+v", tc.stat, got, err, tc.want)
-		}
-	}
-}
-
 func TestParseRuntimeLog(t *testing.T) {
 	for _, tc := range []struct{ log, want string }{
 		{log: "", want: ""},

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 // monitorPID returns the pid of the conmon monitoring container id, read
@@ -100,21 +102,11 @@ func stopMonitor(ctx context.Context, pid int, id string, grace time.Duration, g
 	return nil
 }
 
-// pfExiting is the kernel's PF_EXITING task flag: set when the process
-// entered exit.
-const pfExiting = 0x4
-
 // exiting reports whether pid is a process inside the kernel's exit: not
 // yet a zombie (or reaped), but with PF_EXITING set.
 func exiting(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && statExiting(stat)
-}
-
-// statExiting is exiting for the content of a /proc/<pid>/stat.
-func statExiting(stat []byte) bool {
-	st, err := parseProcStat(stat)
-	return err == nil && st.state != "Z" && st.state != "X" && st.state != "x" && st.flags&pfExiting != 0
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Exiting()
 }
 
 // waitUntil polls cond until it holds, d has passed or ctx ends, and

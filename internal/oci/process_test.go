@@ -76,26 +76,6 @@ func TestMonitorPIDOfSelfIsNotConmon(t *testing.T) {
 	}
 }
 
-func TestStatExiting(t *testing.T) {
-	for _, tt := range []struct {
-		stat string
-		want bool
-	}{
-		// Seen in the Debian 12 guest: conmon in do_exit, its command
-		// line gone already (flags 0x40004C).
-		{"1937 (conmon) D 1 1937 1937 0 -1 4194380 118 1150 0 0 0 1 11 11 20 0 1 0 13327 0 0", true},
-		{"1937 (conmon) S 1 1937 1937 0 -1 4194368 118 1150 0 0 0 1 11 11 20 0 1 0 13327 0 0", false},
-		{"1937 (conmon) Z 1 1937 1937 0 -1 4194380 118 1150 0 0 0 1 11 11 20 0 1 0 13327 0 0", false},
-		{"42 (a) b) c) R 1 42 42 0 -1 4 0", true},
-		{"42 (short) R 1", false},
-		{"garbage", false},
-	} {
-		if got := statExiting([]byte(tt.stat)); got != tt.want {
-			t.Errorf("statExiting(%q) = %v, want %v", tt.stat, got, tt.want)
-		}
-	}
-}
-
 // TestAwaitMonitorWaitsForExit: a conmon inside its exit has lost its
 // command line but is still a process (state R or D, PF_EXITING) until
 // the kernel has freed its memory; awaitMonitor waits for it rather than

@@ -11,6 +11,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -53,7 +54,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 		return nil
 	}
 
-	proc, err := runtime.OpenProcess(st.Pid)
+	proc, err := procfs.OpenProcess(st.Pid)
 	if errors.Is(err, unix.ESRCH) {
 		r.awaitExitFile(ctx, id, st.MonitorPid)
 		return nil
@@ -77,7 +78,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 
 // stopProcess is Stop once proc is known to be the container's init and
 // monitor its conmon (0: none).
-func (r *Runtime) stopProcess(ctx context.Context, id string, proc *runtime.Process, monitor int, timeout time.Duration, sig syscall.Signal) error {
+func (r *Runtime) stopProcess(ctx context.Context, id string, proc *procfs.Process, monitor int, timeout time.Duration, sig syscall.Signal) error {
 	exited := func() bool {
 		if proc.Exited() {
 			return true
@@ -121,7 +122,7 @@ func (r *Runtime) stopProcess(ctx context.Context, id string, proc *runtime.Proc
 // reach: it is killed through its pidfd, without a fork and exec of the
 // runtime. Otherwise the runtime kills the processes of the container's
 // cgroup.
-func (r *Runtime) killAll(ctx context.Context, id string, proc *runtime.Process) error {
+func (r *Runtime) killAll(ctx context.Context, id string, proc *procfs.Process) error {
 	if proc.InitOfPidNamespace() && proc.Signal(syscall.SIGKILL) == nil {
 		return nil
 	}

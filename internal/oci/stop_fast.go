@@ -3,7 +3,7 @@ package oci
 import (
 	"path/filepath"
 
-	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 // openInit finds container id's init process from the files conmon and
@@ -18,7 +18,7 @@ import (
 // runtime's create leaves the init to conmon (a child subreaper), conmon
 // starts no other process once the create is done, and a pidfd pins its
 // pid.
-func (r *Runtime) openInit(id string) (proc *runtime.Process, monitor int, exited, ok bool) {
+func (r *Runtime) openInit(id string) (proc *procfs.Process, monitor int, exited, ok bool) {
 	bundle := r.bundleOf(id)
 	if bundle == "" {
 		return nil, 0, false, false
@@ -34,7 +34,7 @@ func (r *Runtime) openInit(id string) (proc *runtime.Process, monitor int, exite
 	if err != nil {
 		return nil, 0, false, false
 	}
-	proc, err = runtime.OpenProcess(pid)
+	proc, err = procfs.OpenProcess(pid)
 	if err != nil {
 		return nil, 0, false, false
 	}
@@ -47,9 +47,9 @@ func (r *Runtime) openInit(id string) (proc *runtime.Process, monitor int, exite
 
 // parentPID returns the parent pid of pid from /proc, or 0.
 func parentPID(pid int) int {
-	st, err := readProcStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return 0
 	}
-	return st.ppid
+	return st.PPID
 }

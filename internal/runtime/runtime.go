@@ -5,8 +5,9 @@
 //
 // Besides the interface and its option and result types, the package holds
 // the helpers both implementations use: ID and option checks, the process
-// spec of an exec, the bundle's config.json, pidfd process handles, the
-// environment given to a monitor process and terminal resizes.
+// spec of an exec, the bundle's config.json, the environment given to a
+// monitor process and terminal resizes. The pidfd process handle both use
+// is internal/procfs's Process.
 package runtime
 
 import (

@@ -15,6 +15,7 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -83,7 +84,7 @@ func (s *Server) createInPod(ctx context.Context, sb *sandbox.Sandbox, name stri
 			return nil, fmt.Errorf("decode sandbox config: %w", err)
 		}
 	}
-	id, err := newID()
+	id, err := objectid.New()
 	if err != nil {
 		return nil, err
 	}

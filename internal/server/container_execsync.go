@@ -3,13 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/specgen"
 )
@@ -53,9 +50,8 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 		Output:  out,
 	})
 	if err != nil {
-		if errdefs.Code(err) == codes.Unknown && programRefused(err) {
-			return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
-		}
+		// The runtime classifies its refusal to start the program
+		// (runtime.ClassifyExec): InvalidArgument.
 		return nil, err
 	}
 	stderr := res.Stderr
@@ -65,13 +61,4 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 		stderr = fmt.Appendf(stderr, "command timed out after %ds\n", req.GetTimeout())
 	}
 	return &runtimeapi.ExecSyncResponse{Stdout: res.Stdout, Stderr: stderr, ExitCode: res.ExitCode}, nil
-}
-
-// programRefused reports whether err is runc refusing to start the
-// program an exec names, in the container as it is now (`exec: "x":
-// executable file not found in $PATH`, a missing path, a directory): the
-// request's fault, which only the container's filesystem can tell, as it
-// is when the exec runs (found by TestCRIFuzz).
-func programRefused(err error) bool {
-	return strings.Contains(err.Error(), "unable to start container process: exec: \"")
 }

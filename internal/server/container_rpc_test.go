@@ -793,22 +793,3 @@ func TestStreamingRPCsWithoutStreamingServer(t *testing.T) {
 	_, err = call(srv, "PortForward", srv.PortForward, &runtimeapi.PortForwardRequest{PodSandboxId: pod, Port: []int32{80}})
 	wantStatus(t, "PortForward", err, codes.Unavailable)
 }
-
-// runc's refusal to start the program an exec names is the request's
-// fault, through conmon or a shim alike.
-func TestProgramRefused(t *testing.T) {
-	for _, tc := range []struct {
-		msg  string
-		want bool
-	}{
-		{`exec in container c1: runtime exec: exec failed: unable to start container process: exec: "..": executable file not found in $PATH (exit status 255)`, true},
-		{`exec in container c1: OCI runtime exec failed: exec failed: unable to start container process: exec: "/nonexistent": stat /nonexistent: no such file or directory: unknown`, true},
-		{`exec in container c1: runtime exec: exec failed: unable to start container process: exec: "../../../etc": permission denied (exit status 255)`, true},
-		{`exec in container c1: runtime exec: exec failed: unable to start container process: error adding pid 42 to cgroups (exit status 255)`, false},
-		{`exec in container c1: start runtime exec: fork/exec /usr/bin/runc: no such file or directory`, false},
-	} {
-		if got := programRefused(errors.New(tc.msg)); got != tc.want {
-			t.Errorf("%q: %v, want %v", tc.msg, got, tc.want)
-		}
-	}
-}

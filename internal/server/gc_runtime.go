@@ -8,6 +8,7 @@ import (
 
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -51,7 +52,7 @@ func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]
 		rt := runtimes[name]
 		for _, st := range states {
 			id := st.ID
-			if owned[id] || !isID(id) {
+			if owned[id] || !objectid.Is(id) {
 				continue
 			}
 			// Say whose it was: the kubelet will make the pod again, and

@@ -1,48 +1,34 @@
 package server
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 // networkUsage reads the pod's interfaces from /proc/<pid>/net/dev, which
 // shows the network namespace of that process.
 func networkUsage(pid int) (*runtimeapi.NetworkUsage, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/net/dev", pid))
+	devs, err := procfs.ReadNetDev(pid)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	now := time.Now().UnixNano()
-	out := &runtimeapi.NetworkUsage{Timestamp: now}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		name = strings.TrimSpace(name)
-		fields := strings.Fields(rest)
-		if name == "lo" || len(fields) < 12 {
-			continue
-		}
-		n := func(i int) *runtimeapi.UInt64Value {
-			v, _ := strconv.ParseUint(fields[i], 10, 64)
-			return u64(v)
-		}
+	return criNetworkUsage(devs, time.Now()), nil
+}
+
+// criNetworkUsage is devs in CRI form; eth0 is the default interface.
+func criNetworkUsage(devs []procfs.NetDev, at time.Time) *runtimeapi.NetworkUsage {
+	out := &runtimeapi.NetworkUsage{Timestamp: at.UnixNano()}
+	for _, d := range devs {
 		iface := &runtimeapi.NetworkInterfaceUsage{
-			Name: name, RxBytes: n(0), RxErrors: n(2), TxBytes: n(8), TxErrors: n(10),
+			Name: d.Name, RxBytes: u64(d.RxBytes), RxErrors: u64(d.RxErrors), TxBytes: u64(d.TxBytes), TxErrors: u64(d.TxErrors),
 		}
 		out.Interfaces = append(out.Interfaces, iface)
-		if name == "eth0" {
+		if d.Name == "eth0" {
 			out.DefaultInterface = iface
 		}
 	}
-	return out, sc.Err()
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/store"
@@ -350,7 +351,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		}
 	}
 	for _, id := range namespaces {
-		if owned[id] || !isID(id) {
+		if owned[id] || !objectid.Is(id) {
 			continue
 		}
 		// A namespace a live process is in is not garbage: releasing the
@@ -387,7 +388,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		}
 	}
 	for _, d := range ctrDirs {
-		if !owned[d.Name()] && isID(d.Name()) {
+		if !owned[d.Name()] && objectid.Is(d.Name()) {
 			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "containers", d.Name())); err != nil {
 				log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
 			}
@@ -404,7 +405,7 @@ func (s *Server) deleteUnowned(ctx context.Context, owned, done map[string]bool,
 	seen := maps.Clone(done)
 	for _, ids := range lists {
 		for _, id := range ids {
-			if owned[id] || seen[id] || !isID(id) {
+			if owned[id] || seen[id] || !objectid.Is(id) {
 				continue
 			}
 			seen[id] = true
@@ -441,19 +442,4 @@ func (s *Server) ownedIDs() (map[string]bool, error) {
 		}
 	}
 	return owned, nil
-}
-
-// isID reports whether s has the shape of a podbay ID (64 hex digits), so
-// that garbage collection never touches a namespace someone else named
-// podbay-something.
-func isID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

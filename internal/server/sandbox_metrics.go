@@ -17,6 +17,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
@@ -126,9 +127,9 @@ func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly bool) {
 	m.add(mThreads, st.Pids.Current)
 	m.add(mThreadsMax, st.Pids.Limit)
 
-	if p := st.Pressure; p != nil {
+	if p := st.PSI; p != nil {
 		for _, r := range []struct {
-			t                *cgroups.PressureTotals
+			t                *cgroups.PSIResource
 			stalled, waiting metricKey
 		}{
 			{p.CPU, mPressureCPUStalled, mPressureCPUWaiting},
@@ -138,23 +139,23 @@ func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly bool) {
 			if r.t == nil {
 				continue
 			}
-			m.add(r.stalled, r.t.FullMicros/1e6)
-			m.add(r.waiting, r.t.SomeMicros/1e6)
+			m.add(r.stalled, r.t.Full.TotalNanos/1e9)
+			m.add(r.waiting, r.t.Some.TotalNanos/1e9)
 		}
 	}
 }
 
 // addNetwork adds the counters of each interface.
-func (m *metricSet) addNetwork(devs []netDev) {
+func (m *metricSet) addNetwork(devs []procfs.NetDev) {
 	for _, d := range devs {
-		m.add(mNetRxBytes, d.rxBytes, d.name)
-		m.add(mNetRxPackets, d.rxPackets, d.name)
-		m.add(mNetRxDropped, d.rxDropped, d.name)
-		m.add(mNetRxErrors, d.rxErrors, d.name)
-		m.add(mNetTxBytes, d.txBytes, d.name)
-		m.add(mNetTxPackets, d.txPackets, d.name)
-		m.add(mNetTxDropped, d.txDropped, d.name)
-		m.add(mNetTxErrors, d.txErrors, d.name)
+		m.add(mNetRxBytes, d.RxBytes, d.Name)
+		m.add(mNetRxPackets, d.RxPackets, d.Name)
+		m.add(mNetRxDropped, d.RxDropped, d.Name)
+		m.add(mNetRxErrors, d.RxErrors, d.Name)
+		m.add(mNetTxBytes, d.TxBytes, d.Name)
+		m.add(mNetTxPackets, d.TxPackets, d.Name)
+		m.add(mNetTxDropped, d.TxDropped, d.Name)
+		m.add(mNetTxErrors, d.TxErrors, d.Name)
 	}
 }
 
@@ -248,7 +249,7 @@ func (s *Server) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsStat)
 		pod.addCgroup(st, hierarchy)
 	}
 	if rec.NetworkMode == sandbox.ModeCNI && rec.Pid > 0 {
-		if devs, err := readNetDev(rec.Pid); err == nil {
+		if devs, err := procfs.ReadNetDev(rec.Pid); err == nil {
 			pod = pod.at(time.Now())
 			pod.addNetwork(devs)
 		} else {

@@ -148,6 +148,20 @@ func TestListPodSandboxMetricsCgroupFiles(t *testing.T) {
 					t.Errorf("%s = %d (present %v), want %d", k, v, ok, want)
 				}
 			}
+			// ContainerStats reads the same pressure as the metrics:
+			// 7 s waiting ("some"), 2 s stalled ("full"), in ns.
+			resp, err := call(e.srv, "ContainerStats", e.srv.ContainerStats, &runtimeapi.ContainerStatsRequest{ContainerId: id})
+			if err != nil {
+				t.Fatalf("ContainerStats: %v", err)
+			}
+			linux := resp.GetStats()
+			for res, p := range map[string]*runtimeapi.PsiStats{
+				"cpu": linux.GetCpu().GetPsi(), "memory": linux.GetMemory().GetPsi(), "io": linux.GetIo().GetPsi(),
+			} {
+				if p.GetSome().GetTotal() != 7e9 || p.GetFull().GetTotal() != 2e9 {
+					t.Errorf("ContainerStats %s psi = %v, want some 7e9 ns and full 2e9 ns, as the metrics", res, p)
+				}
+			}
 			if got["container_file_descriptors"] < 3 {
 				t.Errorf("container_file_descriptors = %d, want this process's", got["container_file_descriptors"])
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -126,9 +127,9 @@ func richStats(cpu, mem uint64) *cgroups.Stats {
 			PageFaults: 100, MajorPageFaults: 5, OOMKills: 1},
 		MemoryDetail: cgroups.MemoryDetail{MaxUsage: 2 * mem, Failcnt: 9, MappedFile: 11, ActiveFile: 12, InactiveFile: 13, KernelUsage: 14},
 		Pids:         cgroups.PidsStats{Current: 4, Limit: 100},
-		Pressure: &cgroups.Pressure{
-			CPU:    &cgroups.PressureTotals{SomeMicros: 3e6, FullMicros: 1e6},
-			Memory: &cgroups.PressureTotals{SomeMicros: 5e6, FullMicros: 4e6},
+		PSI: &cgroups.PSIStats{
+			CPU:    &cgroups.PSIResource{Some: cgroups.PSILine{TotalNanos: 3e9}, Full: cgroups.PSILine{TotalNanos: 1e9}},
+			Memory: &cgroups.PSIResource{Some: cgroups.PSILine{TotalNanos: 5e9}, Full: cgroups.PSILine{TotalNanos: 4e9}},
 		},
 	}
 }
@@ -363,26 +364,10 @@ func TestAddSpec(t *testing.T) {
 	}
 }
 
-func TestParseNetDev(t *testing.T) {
-	const in = `Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo:     140       2    0    0    0     0          0         0      140       2    0    0    0     0       0          0
-  eth0:    2282      23    1    2    0     0          0         0     1116      12    3    4    0     0       0          0
-  net1: 18446744073709551615 1 0 0 0 0 0 0 5 6 0 0 0 0 0 0
-`
-	devs, err := parseNetDev(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []netDev{
-		{name: "eth0", rxBytes: 2282, rxPackets: 23, rxErrors: 1, rxDropped: 2, txBytes: 1116, txPackets: 12, txErrors: 3, txDropped: 4},
-		{name: "net1", rxBytes: 18446744073709551615, rxPackets: 1, txBytes: 5, txPackets: 6},
-	}
-	if !slices.Equal(devs, want) {
-		t.Errorf("parseNetDev = %+v\nwant %+v", devs, want)
-	}
-	if _, err := parseNetDev(strings.NewReader("eth0: 1 2 3 4 5 6 7 8 9 10 11 x 13 14 15 16\n")); err == nil {
-		t.Error("a bad counter parsed")
+func TestNetworkMetrics(t *testing.T) {
+	devs := []procfs.NetDev{
+		{Name: "eth0", RxBytes: 2282, RxPackets: 23, RxErrors: 1, RxDropped: 2, TxBytes: 1116, TxPackets: 12, TxErrors: 3, TxDropped: 4},
+		{Name: "net1", RxBytes: 18446744073709551615, RxPackets: 1, TxBytes: 5, TxPackets: 6},
 	}
 	m := newMetricSet(time.Now(), "p", "n", "", "id", "")
 	m.addNetwork(devs)

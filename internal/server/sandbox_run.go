@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -101,7 +100,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start(ctx, "run")
 	rb := undo.Chain{Timeout: cleanupTimeout}
-	id, err := newID()
+	id, err := objectid.New()
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +293,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	if _, err := s.advance(sb, (*sandbox.Record).BeginContainerCreate); err != nil {
 		return err
 	}
-	pid, err := s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle, cfg)
+	pid, err := s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle)
 	if err != nil {
 		return err
 	}
@@ -321,36 +320,16 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg 
 
 // createPause has the runtime create the pause container from bundle and
 // returns its pid.
-func (s *Server) createPause(ctx context.Context, rt runtime.Runtime, id, handler, bundle string, cfg *runtimeapi.PodSandboxConfig) (int, error) {
+func (s *Server) createPause(ctx context.Context, rt runtime.Runtime, id, handler, bundle string) (int, error) {
 	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle, MonitorCgroup: s.monitorCgroup(),
 		SpawnMonitor: s.spawnMonitor(ctx), PlaceMonitor: s.placeMonitor(handler, id)})
 	if err != nil {
-		if name := refusedSysctl(err, cfg.GetLinux().GetSysctls()); name != "" {
-			return 0, fmt.Errorf("create sandbox container: the kernel refused sysctl %s=%q: %v: %w",
-				name, cfg.GetLinux().GetSysctls()[name], err, errdefs.ErrInvalidArgument)
-		}
+		// A sysctl the kernel refused comes classified by the runtime
+		// (runtime.SysctlError: InvalidArgument), which runtimeFailure
+		// leaves as it is.
 		return 0, fmt.Errorf("create sandbox container: %w", s.runtimeFailure(err))
 	}
 	return pid, nil
-}
-
-// refusedSysctl returns the requested sysctl that err, from the runtime's
-// create, says the kernel refused ("write /proc/sys/net/ipv4/...: invalid
-// argument"), or "". A value out of the kernel's range is known only to
-// the kernel: validateSandboxConfig checks names, not values, so the
-// runtime's refusal is the client's error all the same.
-func refusedSysctl(err error, sysctls map[string]string) string {
-	msg := err.Error()
-	for name := range sysctls {
-		// runc writes net.ipv4.conf.eth0/100.forwarding to
-		// net/ipv4/conf/eth0.100/forwarding, older runc to .../eth0/100/...
-		for _, p := range []string{strings.NewReplacer(".", "/", "/", ".").Replace(name), strings.ReplaceAll(name, ".", "/")} {
-			if strings.Contains(msg, "/proc/sys/"+p+":") {
-				return name
-			}
-		}
-	}
-	return ""
 }
 
 // newRecord builds the record of a new sandbox from its config.
@@ -533,12 +512,4 @@ func checkLogDirectory(dir string) error {
 		return fmt.Errorf("log directory %q has a \"..\" component: %w", dir, errdefs.ErrInvalidArgument)
 	}
 	return nil
-}
-
-func newID() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate id: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }

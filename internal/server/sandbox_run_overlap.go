@@ -88,7 +88,7 @@ func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sand
 			return err
 		}
 		phase("bundle")
-		pid, err = s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle, cfg)
+		pid, err = s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle)
 		phase("runtime_create")
 		return err
 	}()

@@ -83,22 +83,3 @@ func TestValidateSandboxConfig(t *testing.T) {
 		})
 	}
 }
-
-// A sysctl value out of the kernel's range is known only when the runtime
-// writes it: its refusal is the client's error.
-func TestRefusedSysctl(t *testing.T) {
-	sysctls := map[string]string{"net.ipv4.ip_unprivileged_port_start": "-1", "kernel.shm_rmid_forced": "1"}
-	for _, tc := range []struct {
-		msg, want string
-	}{
-		{"runc create failed: unable to start container process: error during container init: write /proc/sys/net/ipv4/ip_unprivileged_port_start: invalid argument",
-			"net.ipv4.ip_unprivileged_port_start"},
-		{"OCI runtime create failed: runc create failed: ... open /proc/sys/kernel/shm_rmid_forced: no such file or directory", "kernel.shm_rmid_forced"},
-		{"runc create failed: write /proc/sys/net/ipv4/ip_forward: invalid argument", ""}, // not requested
-		{"runc create failed: the maximum allowed cpu-shares is 262144", ""},
-	} {
-		if got := refusedSysctl(errors.New(tc.msg), sysctls); got != tc.want {
-			t.Errorf("%q: %q, want %q", tc.msg, got, tc.want)
-		}
-	}
-}

@@ -54,7 +54,16 @@ func podOf(id string, annotations map[string]string) string {
 // nothing is left: the task, the shim it started, the FIFOs and the log
 // file are removed. Create gives up when ctx ends or after
 // Config.CreateTimeout.
+//
+// A sysctl of the spec that the kernel refused is the request's error: it
+// gives a *runtime.SysctlError (errdefs.ErrInvalidArgument).
 func (r *Runtime) Create(ctx context.Context, opts runtime.CreateOptions) (pid int, retErr error) {
+	pid, err := r.create(ctx, opts)
+	return pid, runtime.ClassifyCreate(err, opts.BundleDir)
+}
+
+// create is Create before its failure is classified.
+func (r *Runtime) create(ctx context.Context, opts runtime.CreateOptions) (pid int, retErr error) {
 	if err := opts.Validate(); err != nil {
 		return 0, fmt.Errorf("create container %s: %w", opts.ID, err)
 	}

@@ -43,7 +43,15 @@ const (
 // an error wrapping errdefs.ErrNotFound, a container that is not running
 // errdefs.ErrFailedPrecondition; a process that cannot be started, or ctx
 // ending (the process is killed), is an error.
+// The runtime refusing to start the program the exec names (not found, not
+// executable) is the request's error: errdefs.ErrInvalidArgument.
 func (r *Runtime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
+	res, err := r.execSync(ctx, id, opts)
+	return res, runtime.ClassifyExec(err)
+}
+
+// execSync is ExecSync before its failure is classified.
+func (r *Runtime) execSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
 	e, err := r.startExec(ctx, id, opts, execStdio{})
 	if err != nil {
 		return runtime.ExecResult{}, err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/undo"
 )
@@ -46,7 +47,7 @@ type pod struct {
 
 	// proc is the shim process, set once connected and not changed
 	// afterwards; nil when the shim was gone before it could be reached.
-	proc *runtime.Process
+	proc *procfs.Process
 	log  *fifoReader // the shim's log FIFO, nil if not open
 
 	mu      sync.Mutex
@@ -377,7 +378,7 @@ func (r *Runtime) connect(ctx context.Context, p *pod) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", rpcError(err))
 	}
-	proc, err := runtime.OpenProcess(int(resp.ShimPid))
+	proc, err := procfs.OpenProcess(int(resp.ShimPid))
 	if err != nil {
 		return fmt.Errorf("shim process %d: %w", resp.ShimPid, err)
 	}

@@ -129,23 +129,28 @@ func statsV2(m *v2.Metrics, at time.Time) *cgroups.Stats {
 			// v2 metrics carry no "kernel" total: KernelUsage stays 0.
 		}
 	}
-	s.Pressure = pressure(m)
+	s.PSI = psi(m)
 	if p := m.GetPids(); p != nil {
 		s.Pids = cgroups.PidsStats{Current: p.GetCurrent(), Limit: p.GetLimit()}
 	}
 	return s
 }
 
-// pressure converts the PSI totals of v2 metrics; nil when the shim sent
-// none (its kernel has no PSI, or the shim predates containerd 2.0).
-func pressure(m *v2.Metrics) *cgroups.Pressure {
-	conv := func(p *v2.PSIStats) *cgroups.PressureTotals {
+// psi converts the pressure stall information of v2 metrics; nil when the
+// shim sent none (its kernel has no PSI, or the shim predates containerd
+// 2.0). The shim reads the kernel's pressure files as they are: totals in
+// microseconds.
+func psi(m *v2.Metrics) *cgroups.PSIStats {
+	line := func(d *v2.PSIData) cgroups.PSILine {
+		return cgroups.PSILine{Avg10: d.GetAvg10(), Avg60: d.GetAvg60(), Avg300: d.GetAvg300(), TotalNanos: d.GetTotal() * 1000}
+	}
+	conv := func(p *v2.PSIStats) *cgroups.PSIResource {
 		if p == nil || p.GetSome() == nil {
 			return nil
 		}
-		return &cgroups.PressureTotals{SomeMicros: p.GetSome().GetTotal(), FullMicros: p.GetFull().GetTotal()}
+		return &cgroups.PSIResource{Some: line(p.GetSome()), Full: line(p.GetFull())}
 	}
-	p := &cgroups.Pressure{
+	p := &cgroups.PSIStats{
 		CPU:    conv(m.GetCPU().GetPSI()),
 		Memory: conv(m.GetMemory().GetPSI()),
 		IO:     conv(m.GetIo().GetPSI()),

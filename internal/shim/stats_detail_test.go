@@ -35,8 +35,8 @@ func TestStatsFromMetricsDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := cgroups.MemoryDetail{MaxUsage: 150, Failcnt: 4, MappedFile: 5, ActiveFile: 6, InactiveFile: 7, KernelUsage: 12}
-	if s.MemoryDetail != want || s.Pressure != nil {
-		t.Errorf("v1: detail %+v pressure %+v, want %+v and no pressure", s.MemoryDetail, s.Pressure, want)
+	if s.MemoryDetail != want || s.PSI != nil {
+		t.Errorf("v1: detail %+v pressure %+v, want %+v and no pressure", s.MemoryDetail, s.PSI, want)
 	}
 
 	psi := func(some, full uint64) *v2.PSIStats {
@@ -56,17 +56,17 @@ func TestStatsFromMetricsDetail(t *testing.T) {
 	if s.MemoryDetail != want {
 		t.Errorf("v2: detail %+v, want %+v", s.MemoryDetail, want)
 	}
-	p := s.Pressure
+	p := s.PSI
 	if p == nil || p.CPU == nil || p.Memory == nil || p.IO == nil ||
-		*p.CPU != (cgroups.PressureTotals{SomeMicros: 10, FullMicros: 1}) ||
-		*p.Memory != (cgroups.PressureTotals{SomeMicros: 20, FullMicros: 2}) ||
-		*p.IO != (cgroups.PressureTotals{SomeMicros: 30, FullMicros: 3}) {
+		*p.CPU != (cgroups.PSIResource{Some: cgroups.PSILine{Avg10: 1.5, TotalNanos: 10000}, Full: cgroups.PSILine{TotalNanos: 1000}}) ||
+		*p.Memory != (cgroups.PSIResource{Some: cgroups.PSILine{Avg10: 1.5, TotalNanos: 20000}, Full: cgroups.PSILine{TotalNanos: 2000}}) ||
+		*p.IO != (cgroups.PSIResource{Some: cgroups.PSILine{Avg10: 1.5, TotalNanos: 30000}, Full: cgroups.PSILine{TotalNanos: 3000}}) {
 		t.Errorf("v2 pressure = %+v", p)
 	}
 
 	// A shim whose kernel has no PSI sends none.
 	m2.CPU.PSI, m2.Memory.PSI, m2.Io = nil, nil, nil
-	if s, err = statsFromMetrics(packMetrics(t, metricsV2URL, m2), at); err != nil || s.Pressure != nil {
-		t.Errorf("v2 without PSI: pressure %+v, err %v", s.Pressure, err)
+	if s, err = statsFromMetrics(packMetrics(t, metricsV2URL, m2), at); err != nil || s.PSI != nil {
+		t.Errorf("v2 without PSI: pressure %+v, err %v", s.PSI, err)
 	}
 }

@@ -1,7 +1,6 @@
 package testbundle
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/cgroups"
+	"github.com/podbay/podbay/internal/procfs"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -98,12 +98,8 @@ func ProcessesOf(id string) []string {
 
 // IsZombie reports whether pid has exited but is not reaped yet.
 func IsZombie(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+3 <= len(stat) && stat[i+2] == 'Z'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Zombie()
 }
 
 // RemoveCgroup removes path from every mounted hierarchy, ignoring ones

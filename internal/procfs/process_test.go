@@ -1,4 +1,4 @@
-package runtime
+package procfs
 
 import (
 	"os/exec"
@@ -93,5 +93,42 @@ func TestNsInit(t *testing.T) {
 		if got := nsInit([]byte(status)); got != tc.want {
 			t.Errorf("nsInit(%q) = %v, want %v", tc.nspid, got, tc.want)
 		}
+	}
+}
+
+func TestProcessWaitDeadlineAndPresent(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	p, err := OpenProcess(cmd.Process.Pid)
+	if err != nil {
+		t.Fatalf("OpenProcess: %v", err)
+	}
+	defer p.Close()
+	start := time.Now()
+	if p.WaitDeadline(start.Add(50 * time.Millisecond)) {
+		t.Fatal("WaitDeadline reported a running process exited")
+	}
+	if d := time.Since(start); d < 40*time.Millisecond || d > 5*time.Second {
+		t.Errorf("WaitDeadline returned after %v, want about 50ms", d)
+	}
+	if !p.Present() {
+		t.Fatal("running process not present")
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !p.WaitDeadline(time.Now().Add(5 * time.Second)) {
+		t.Fatal("WaitDeadline: killed process not exited")
+	}
+	// A zombie: exited, but still there to signal.
+	if p.HasPidfd() && !p.Present() {
+		t.Error("unreaped zombie not present")
+	}
+	cmd.Wait()
+	if p.Present() {
+		t.Error("reaped process still present")
 	}
 }

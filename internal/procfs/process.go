@@ -1,4 +1,4 @@
-package runtime
+package procfs
 
 import (
 	"errors"
@@ -71,7 +71,7 @@ func (p *Process) Exited() bool {
 		return errors.Is(unix.Kill(p.pid, 0), unix.ESRCH)
 	}
 	exited := false
-	_ = FdControl(p.f, func(fd int) error {
+	_ = fdControl(p.f, func(fd int) error {
 		exited = pidfdReadable(fd)
 		return nil
 	})
@@ -100,6 +100,36 @@ func (p *Process) Wait() error {
 	return rc.Read(func(fd uintptr) bool { return pidfdReadable(int(fd)) })
 }
 
+// Present reports whether the process can still be signalled: it runs,
+// or it has exited but is not reaped yet (a zombie, which Exited counts as
+// exited where there is a pidfd).
+func (p *Process) Present() bool {
+	if p.f == nil {
+		return unix.Kill(p.pid, 0) == nil
+	}
+	return fdControl(p.f, func(fd int) error { return unix.PidfdSendSignal(fd, 0, nil, 0) }) == nil
+}
+
+// WaitDeadline waits until the process has terminated or deadline has
+// passed, and reports whether it terminated.
+func (p *Process) WaitDeadline(deadline time.Time) bool {
+	if p.f != nil && p.f.SetReadDeadline(deadline) == nil {
+		defer p.f.SetReadDeadline(time.Time{})
+		if rc, err := p.f.SyscallConn(); err == nil {
+			_ = rc.Read(func(fd uintptr) bool { return pidfdReadable(int(fd)) })
+			return p.Exited()
+		}
+	}
+	// No pidfd, or one outside the runtime's poller: poll.
+	for !p.Exited() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(min(fallbackPoll, time.Until(deadline)))
+	}
+	return true
+}
+
 // Signal sends sig to the process; a process that has terminated is not
 // an error.
 func (p *Process) Signal(sig syscall.Signal) error {
@@ -107,7 +137,7 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	if p.f == nil {
 		err = unix.Kill(p.pid, sig)
 	} else {
-		err = FdControl(p.f, func(fd int) error { return unix.PidfdSendSignal(fd, sig, nil, 0) })
+		err = fdControl(p.f, func(fd int) error { return unix.PidfdSendSignal(fd, sig, nil, 0) })
 	}
 	if errors.Is(err, unix.ESRCH) {
 		return nil
@@ -163,4 +193,18 @@ func nsInit(status []byte) bool {
 		return len(pids) > 1 && pids[len(pids)-1] == "1"
 	}
 	return false
+}
+
+// fdControl runs fn on f's descriptor without putting f into blocking
+// mode, as f.Fd would.
+func fdControl(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var fnErr error
+	if err := rc.Control(func(fd uintptr) { fnErr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return fnErr
 }
