@@ -823,6 +823,9 @@ func TestSecurityHugeImageMetadata(t *testing.T) {
 	startHostileRegistry(t, h)
 	e := newEnv(t, envOptions{registries: insecureRegistry(h.addr)})
 	e.start("")
+	// The daemon imports its pause image at start: let it finish, so that
+	// its layer and its memory are not counted against a refused pull.
+	e.waitPauseImage(t)
 
 	for _, tag := range []string{"huge-manifest", "many-layers", "huge-config", "deep"} {
 		ref := h.addr + "/test/huge:" + tag
