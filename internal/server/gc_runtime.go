@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -39,15 +41,23 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime
 	return listed
 }
 
-// collectRuntimeGarbage kills and deletes the runtime containers that no
-// record owns (those of a database moved aside as corrupt, or of a record
-// quarantined as unreadable) and returns their IDs. It runs before the
-// namespaces and root filesystems are collected: a namespace a process is
-// in is kept, and a root filesystem must not be removed under a running
-// container.
-func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]runtime.State, owned map[string]bool) map[string]bool {
-	deleted := map[string]bool{}
+// collectRuntimeGarbage is start-up GC's one pass over the runtimes: it
+// releases the runtime containers of IDs no record owns (those of a
+// database moved aside as corrupt, or of a record quarantined as
+// unreadable). It runs before the namespaces and root filesystems are
+// collected: a namespace a process is in is kept, and a root filesystem
+// must not be removed under a running container.
+//
+// The two sources of IDs may do different things, on purpose:
+//   - a container a runtime listed (listed, per handler) is killed and
+//     deleted with that handler;
+//   - an ID only the host names (hinted: a netns, root filesystem, sandbox
+//     or container dir) is deleted, never killed, with every handler, for
+//     a runtime that cannot list its containers. Delete succeeds for an ID
+//     a runtime does not know.
+func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]runtime.State, owned map[string]bool, hinted ...[]string) {
 	runtimes := s.current().runtimes
+	done := map[string]bool{}
 	for name, states := range listed {
 		rt := runtimes[name]
 		for _, st := range states {
@@ -67,11 +77,23 @@ func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]
 				log.G(ctx).Error("delete orphaned container", "handler", name, "container", id, "err", err)
 				continue
 			}
-			deleted[id] = true
+			done[id] = true
 			log.G(ctx).Warn("removed a container no record owns", "handler", name, "container", id)
 		}
 	}
-	return deleted
+	for _, ids := range hinted {
+		for _, id := range ids {
+			if owned[id] || done[id] || !objectid.Is(id) {
+				continue
+			}
+			done[id] = true
+			for _, name := range slices.Sorted(maps.Keys(runtimes)) {
+				if err := runtimes[name].Delete(ctx, id); err != nil {
+					log.G(ctx).Error("delete orphaned runtime container", "id", id, "handler", name, "err", err)
+				}
+			}
+		}
+	}
 }
 
 // within reports whether path lies inside dir.

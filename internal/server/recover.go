@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -335,8 +333,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 	// The runtimes first: a pod whose record is gone may still have its
 	// sandbox container, whose process keeps the namespace in use, and a
 	// root filesystem must not be removed under a running container.
-	deleted := s.collectRuntimeGarbage(ctx, runtimeIDs, owned)
-	s.deleteUnowned(ctx, owned, deleted, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs))
+	s.collectRuntimeGarbage(ctx, runtimeIDs, owned, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs))
 
 	// CNI first: the bridge plugin finds what to release (its masquerade
 	// rules) through the namespace, which must still be mounted.
@@ -391,29 +388,6 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		if !owned[d.Name()] && objectid.Is(d.Name()) {
 			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "containers", d.Name())); err != nil {
 				log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
-			}
-		}
-	}
-}
-
-// deleteUnowned deletes, with every runtime handler, the runtime container
-// of each unowned ID the lists name and that is not in done: the sandbox
-// container of a pod whose record is gone (set aside as unreadable, say),
-// or a container's, that a runtime which cannot list its containers may
-// hold. Delete succeeds for an ID a runtime does not know.
-func (s *Server) deleteUnowned(ctx context.Context, owned, done map[string]bool, lists ...[]string) {
-	seen := maps.Clone(done)
-	for _, ids := range lists {
-		for _, id := range ids {
-			if owned[id] || seen[id] || !objectid.Is(id) {
-				continue
-			}
-			seen[id] = true
-			runtimes := s.current().runtimes
-			for _, name := range slices.Sorted(maps.Keys(runtimes)) {
-				if err := runtimes[name].Delete(ctx, id); err != nil {
-					log.G(ctx).Error("delete orphaned runtime container", "id", id, "handler", name, "err", err)
-				}
 			}
 		}
 	}
