@@ -62,6 +62,8 @@ const (
 	KindIptables = "iptables"
 	KindProcess  = "process"
 	KindDir      = "dir"
+	KindIfb      = "ifb"
+	KindCgroup   = "cgroup"
 )
 
 // Leak is something of podbay's on the host that no record owns.
@@ -74,6 +76,11 @@ type Leak struct {
 	What string `json:"what"`
 	// Cleanup is a suggested command; doctor never runs it.
 	Cleanup string `json:"cleanup"`
+	// Object is the thing itself, for a program to act on: a path (netns,
+	// mount, dir, ip, cgroup), the libcni cache's files, an interface
+	// (veth, ifb), a PID (process), a root filesystem's ID, or for
+	// iptables "<tool> <table> <rule or chain>".
+	Object string `json:"object,omitempty"`
 }
 
 // Records says where the records the leak report compares against came

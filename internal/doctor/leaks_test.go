@@ -167,7 +167,7 @@ func TestParseIptablesSave(t *testing.T) {
 		"-A CNI-HOSTPORT-SETMARK -m comment --comment \"CNI portfwd masquerade mark\" -j MARK --set-xmark 0x2000/0x2000",
 		"COMMIT",
 	}, "\n")
-	rules := parseIptablesSave("iptables", []byte(data), "podbay")
+	rules := parseIptablesSave("iptables", []byte(data), "podbay", nil)
 	var got []string
 	for _, r := range rules {
 		if r.ID != orphanPod || r.Table != "nat" || r.Tool != "iptables" {

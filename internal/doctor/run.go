@@ -46,7 +46,7 @@ func Run(ctx context.Context, o Options) *Report {
 	}
 	// The host first, the records after, as podbayd's garbage collection
 	// does: a pod made meanwhile has its record by then.
-	inv, errs := Scan(ctx, cfg, n)
+	inv, errs := Scan(ctx, cfg, n, daemonPID)
 	for _, err := range errs {
 		r.ScanErrors = append(r.ScanErrors, err.Error())
 	}

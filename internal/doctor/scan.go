@@ -24,12 +24,17 @@ import (
 	"github.com/podbay/podbay/internal/procfs"
 )
 
-// Scan lists what of podbay's the host holds, reading only. n is the
-// network podbayd uses (nil when none: no bridge, IPs or rules are
-// looked for). What cannot be listed is returned as errors; the rest is
-// still listed.
-func Scan(ctx context.Context, cfg *config.Config, n *Network) (*Inventory, []error) {
-	inv := &Inventory{Self: os.Getpid(), Marks: marks(cfg)}
+// Scan lists what of podbay's the host holds on a node configured by cfg,
+// reading only. n is the network podbayd uses (nil when none).
+func Scan(ctx context.Context, cfg *config.Config, n *Network, daemonPID int) (*Inventory, []error) {
+	return ScanScope(ctx, ScopeOf(cfg, n, daemonPID))
+}
+
+// ScanScope lists what of podbay's the host holds in scope, reading only.
+// What cannot be listed is returned as errors; the rest is still listed.
+func ScanScope(ctx context.Context, sc Scope) (*Inventory, []error) {
+	cfg := sc.Config
+	inv := &Inventory{Self: os.Getpid(), Daemon: sc.DaemonPID, Marks: marks(cfg), Owns: realPaths(sc.Owns)}
 	var errs []error
 	add := func(what string, err error) {
 		if err != nil {
@@ -44,8 +49,10 @@ func Scan(ctx context.Context, cfg *config.Config, n *Network) (*Inventory, []er
 	add("root filesystems", err)
 	mounts, err := selfMounts()
 	add("mounts", err)
-	inv.Rootfses, inv.Mounts = classifyMounts(mounts, rootfses, mountScope(cfg))
-	if n != nil {
+	ms := mountScope(cfg, inv.Owns)
+	inv.DriverHome = ms.layers
+	inv.Rootfses, inv.Mounts = classifyMounts(mounts, rootfses, ms)
+	if n := sc.Network; n != nil {
 		if n.IPAMDir != "" {
 			inv.Reservations, err = scanReservations(n.IPAMDir)
 			add("IP reservations", err)
@@ -54,14 +61,25 @@ func Scan(ctx context.Context, cfg *config.Config, n *Network) (*Inventory, []er
 			inv.Veths, err = scanVeths(ctx, n.Bridge, inv.Namespaces)
 			add("veths", err)
 		}
-		inv.Rules, err = scanRules(ctx, n.Name)
+		inv.Rules, err = scanRules(ctx, n.Name, sc.KnownIDs)
 		add("iptables", err)
 	}
-	inv.Cached, err = scanCached(cfg)
+	inv.Cached, err = scanCached(sc.cniConfig())
 	add("libcni cache", err)
 	inv.Processes, err = scanProcesses()
 	add("processes", err)
 	inv.Dirs = scanDirs(cfg)
+	if sc.CgroupRoot != "" {
+		inv.CgroupRoot = sc.CgroupRoot
+		inv.Cgroups = scanCgroups(sc.CgroupRoot)
+	}
+	// Last: the things named by a hash of an ID, for every ID found.
+	ids := inv.ids(sc.KnownIDs)
+	if sc.Network != nil {
+		inv.Ifbs, err = scanIfbs(ctx, sc.Network.Name, ids)
+		add("ifb devices", err)
+	}
+	inv.Dirs = append(inv.Dirs, scanShimSockets(cfg, ids)...)
 	return inv, errs
 }
 
@@ -174,17 +192,29 @@ type mountScopeT struct {
 	layers string
 	// netns is netns_dir, whose pins are reported as namespaces.
 	netns string
+	// owns are directories wholly podbay's: a mount there that names no
+	// ID is listed too.
+	owns []string
 }
 
-func mountScope(cfg *config.Config) mountScopeT {
+func mountScope(cfg *config.Config, owns []string) mountScopeT {
 	s := mountScopeT{
 		layers: realPath(filepath.Join(cfg.Image.StorageRoot, cfg.Image.Driver)),
 		netns:  realPath(cfg.NetNSDir),
+		owns:   owns,
 	}
 	for _, d := range []string{cfg.Root, cfg.State, cfg.Image.StorageRoot, cfg.Image.RunRoot} {
 		s.dirs = append(s.dirs, realPath(d))
 	}
 	return s
+}
+
+func realPaths(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = realPath(p)
+	}
+	return out
 }
 
 func realPath(p string) string {
@@ -207,7 +237,11 @@ func classifyMounts(mounts []procfs.Mount, containers []storageContainer, s moun
 	}
 	var out []Mount
 	for _, m := range mounts {
-		if within(s.netns, m.Point) || !inAny(s.dirs, m.Point) {
+		if within(s.netns, m.Point) {
+			continue
+		}
+		owned := inAny(s.owns, m.Point)
+		if !owned && !inAny(s.dirs, m.Point) {
 			continue
 		}
 		if rel, err := filepath.Rel(s.layers, m.Point); err == nil && !strings.HasPrefix(rel, "..") && rel != "." {
@@ -221,8 +255,8 @@ func classifyMounts(mounts []procfs.Mount, containers []storageContainer, s moun
 			}
 			continue
 		}
-		if id := idInPath(m.Point); id != "" {
-			out = append(out, Mount{Point: m.Point, FSType: m.FSType, ID: id})
+		if id := idInPath(m.Point); id != "" || owned {
+			out = append(out, Mount{Point: m.Point, FSType: m.FSType, ID: id, Bare: id == ""})
 		}
 	}
 	return rootfses, out
@@ -281,8 +315,8 @@ func scanReservations(dir string) ([]Reservation, error) {
 
 // scanCached lists podbay's libcni cache as podbayd's garbage collection
 // does.
-func scanCached(cfg *config.Config) ([]Cached, error) {
-	m, err := network.New(network.Config{ConfDir: cfg.Network.ConfDir, PluginDirs: cfg.Network.PluginDirs, CacheDir: cfg.Network.CacheDir})
+func scanCached(nc network.Config) ([]Cached, error) {
+	m, err := network.New(nc)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +326,7 @@ func scanCached(cfg *config.Config) ([]Cached, error) {
 	}
 	out := make([]Cached, 0, len(atts))
 	for _, a := range atts {
-		files, _ := filepath.Glob(filepath.Join(cfg.Network.CacheDir, "results", "*-"+a.ID+"-*"))
+		files, _ := filepath.Glob(filepath.Join(nc.CacheDir, "results", "*-"+a.ID+"-*"))
 		out = append(out, Cached{ID: a.ID, NetNS: a.NetNS, Networks: a.Networks, Files: files})
 	}
 	return out, nil
@@ -349,7 +383,7 @@ func scanVeths(ctx context.Context, bridge string, namespaces []Namespace) ([]Ve
 }
 
 // scanRules runs iptables-save and ip6tables-save.
-func scanRules(ctx context.Context, netName string) ([]Rule, error) {
+func scanRules(ctx context.Context, netName string, known map[string]bool) ([]Rule, error) {
 	var out []Rule
 	var errs []error
 	for _, tool := range []string{"iptables", "ip6tables"} {
@@ -362,7 +396,7 @@ func scanRules(ctx context.Context, netName string) ([]Rule, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", bin, err))
 			continue
 		}
-		out = append(out, parseIptablesSave(tool, data, netName)...)
+		out = append(out, parseIptablesSave(tool, data, netName, known)...)
 	}
 	return out, errors.Join(errs...)
 }
@@ -376,9 +410,10 @@ var commentID = regexp.MustCompile(`name: \\?"([^"\\]*)\\?" id: \\?"([0-9a-f]{64
 var perPodChain = regexp.MustCompile(`^CNI-(DN-)?[0-9a-f]{12,}$`)
 
 // parseIptablesSave returns the rules of network netName that name a
-// container ID in their comment, and the rules of the per-pod chains those
-// jump to.
-func parseIptablesSave(tool string, data []byte, netName string) []Rule {
+// container ID in their comment, the rules of the per-pod chains those
+// jump to, the rules that name an ID of known, and the other rules that
+// name the network (podbay's masquerade of it, say), with no ID.
+func parseIptablesSave(tool string, data []byte, netName string, known map[string]bool) []Rule {
 	type line struct{ table, text, chain, target string }
 	var lines []line
 	table := ""
@@ -424,9 +459,13 @@ func parseIptablesSave(tool string, data []byte, netName string) []Rule {
 			}
 		}
 		if id == "" {
+			id = knownIn(l.text, known)
+		}
+		masq := netName != "" && strings.Contains(l.text, network.MasqueradeChain(netName))
+		if id == "" && !(netName != "" && strings.Contains(l.text, netName)) {
 			continue
 		}
-		out = append(out, Rule{Tool: tool, Table: l.table, Line: l.text, ID: id, Chain: chain})
+		out = append(out, Rule{Tool: tool, Table: l.table, Line: l.text, ID: id, Chain: chain, Masquerade: masq})
 	}
 	return out
 }
@@ -447,9 +486,13 @@ func scanProcesses() ([]Process, error) {
 		if err != nil || st.Dead() {
 			continue // gone meanwhile, or a zombie
 		}
+		base := filepath.Join("/proc", e.Name())
 		p := Process{PID: pid, PPID: st.PPID}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmd, _ := os.ReadFile(filepath.Join(base, "cmdline"))
 		p.Args = strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+		p.Cwd, _ = os.Readlink(filepath.Join(base, "cwd"))
+		p.Exe, _ = os.Readlink(filepath.Join(base, "exe"))
+		p.Cgroups = readCgroupPaths(filepath.Join(base, "cgroup"))
 		out = append(out, p)
 	}
 	return out, nil
