@@ -169,6 +169,10 @@ func Classify(inv *Inventory, owned map[string]bool) []Leak {
 			cleanup = "umount " + r.MountPoint + "; then " + cleanup
 		}
 		out = append(out, Leak{Kind: KindRootfs, ID: r.ID, What: what, Cleanup: cleanup, Object: r.ID})
+		if r.MountPoint != "" {
+			out = append(out, Leak{Kind: KindMount, ID: r.ID, What: fmt.Sprintf("%s (the layer of root filesystem %s)", r.MountPoint, shortID(r.ID)),
+				Cleanup: "umount " + r.MountPoint, Object: r.MountPoint})
+		}
 	}
 	ownedLayers := false
 	for _, r := range inv.Rootfses {

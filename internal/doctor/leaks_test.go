@@ -107,6 +107,7 @@ func TestClassify(t *testing.T) {
 		"netns " + orphanPod[:13] + " /var/run/netns/podbay-" + orphanPod + " (mounted namespace) => umount /var/run/netns/podbay-" + orphanPod + " && rm /var/run/netns/podbay-" + orphanPod,
 		"netns " + orphanCtr[:13] + " /var/run/netns/podbay-" + orphanCtr + " (file, no namespace mounted) => rm /var/run/netns/podbay-" + orphanCtr,
 		"rootfs " + orphanPod[:13] + " root filesystem",
+		"mount " + orphanPod[:13] + " /var/lib/podbay/storage/overlay/" + id('2') + "/merged (the layer of root filesystem " + orphanPod[:13] + ") => umount",
 		"mount  /var/lib/podbay/storage/overlay/" + id('3') + "/merged (overlay of layer 3333333333333, which no root filesystem uses) => umount",
 		"ip " + orphanPod[:13] + " IP 10.88.0.3 reserved in /var/lib/cni/networks/podbay/10.88.0.3 => rm /var/lib/cni/networks/podbay/10.88.0.3",
 		"cni-cache " + orphanPod[:13] + " CNI attachment to cni-loopback, podbay",

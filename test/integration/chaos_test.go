@@ -477,16 +477,13 @@ func (ch *chaos) restart(t *testing.T) {
 // killMonitorOrPause SIGKILLs one conmon, shim or pause process of the
 // env's pods, chosen at random.
 func (ch *chaos) killMonitorOrPause(rng *rand.Rand) bool {
-	k := ch.e.newProcessKeeper(nil)
 	var victims []int
-	for _, p := range k.procs {
-		if p.pid == k.self || p.pid == k.daemon || p.state == "Z" || !k.marked(p) {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "comm"))
+	// With nothing kept, every process of the env's is a leak.
+	for _, l := range ch.e.findLeaksOf(nil, "process") {
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(l.pid), "comm"))
 		switch strings.TrimSpace(string(comm)) {
 		case "conmon", "containerd-shim", "containerd-shim-runc-v2", "pause", "podbay-pause":
-			victims = append(victims, p.pid)
+			victims = append(victims, l.pid)
 		}
 	}
 	if len(victims) == 0 {

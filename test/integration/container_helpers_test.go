@@ -3,8 +3,6 @@ package integration
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -598,66 +596,6 @@ func (e *env) withContainersOf(keep map[string]bool) map[string]bool {
 		}
 	}
 	return out
-}
-
-// leakedRuntimeState finds, for containers and sandboxes not in keep, what
-// the daemon, the runtime and conmon keep per container ID: the runtime's
-// state (<state>/runtimes/<handler>/<id>), conmon's exit file
-// (<state>/exits/<handler>/<id>) and attach symlink (<state>/attach/<id>),
-// and the daemon's directories (<root>/containers/<id>, holding the bundle,
-// and <root>/sandboxes/<id>).
-func (e *env) leakedRuntimeState(keep map[string]bool) []leak {
-	var leaks []leak
-	for _, pattern := range []struct{ glob, what string }{
-		{filepath.Join(e.rootDir, "containers", "*"), "container directory"},
-		{filepath.Join(e.rootDir, "sandboxes", "*"), "sandbox directory"},
-		{filepath.Join(e.stateDir, "runtimes", "*", "*"), "runtime state"},
-		{filepath.Join(e.stateDir, "exits", "*", "*"), "conmon exit file"},
-		{filepath.Join(e.stateDir, "attach", "*"), "conmon attach link"},
-		// vm handlers: podbay's per-pod and per-container shim state, and
-		// the state of the runc the shims run.
-		{filepath.Join(e.stateDir, "runtimes", "*", "pods", "*"), "shim pod state"},
-		{filepath.Join(e.stateDir, "runtimes", "*", "containers", "*"), "shim container state"},
-		{filepath.Join(e.stateDir, "shim-runc", "*", "*", "*"), "runc state (shim)"},
-	} {
-		matches, _ := filepath.Glob(pattern.glob)
-		for _, m := range matches {
-			if keep[filepath.Base(m)] {
-				continue
-			}
-			if pattern.what == "runtime state" {
-				// A vm handler's own files beside its pods and containers.
-				switch filepath.Base(m) {
-				case "events.sock", "pods", "containers":
-					continue
-				}
-			}
-			leaks = append(leaks, leak{kind: "runtime", what: pattern.what + " " + m, path: m})
-		}
-	}
-	// A shim's socket: /run/containerd/s/<sha256 of address/namespace/pod>,
-	// where address is the handler's event socket. A shim that exits
-	// cleanly removes it; podbay removes a dead shim's.
-	for id := range e.knownIDs() {
-		if keep[id] {
-			continue
-		}
-		for _, events := range e.shimEventSockets() {
-			sum := sha256.Sum256([]byte(filepath.Join(events, "podbay", id)))
-			p := filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:]))
-			if _, err := os.Lstat(p); err == nil {
-				leaks = append(leaks, leak{kind: "runtime", what: "shim socket " + p + " of pod " + short(id), path: p})
-			}
-		}
-	}
-	return leaks
-}
-
-// shimEventSockets are the event sockets of the env's vm handlers, which
-// the shims are given as their containerd address.
-func (e *env) shimEventSockets() []string {
-	matches, _ := filepath.Glob(filepath.Join(e.stateDir, "runtimes", "*", "events.sock"))
-	return matches
 }
 
 // requireLeakCheckerSeesContainer is the positive control for the

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,7 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/doctor"
 )
 
 // A leak is a host resource that this env made and nobody owns any more.
@@ -94,136 +97,76 @@ func keepSet(ids []string) map[string]bool {
 	return m
 }
 
-func containsAny(s string, ids map[string]bool) bool {
-	for id := range ids {
-		if id != "" && strings.Contains(s, id) {
-			return true
-		}
+// findLeaks lists what the env made and nobody owns: resources of sandboxes
+// not in keep. It is podbay doctor's inventory (internal/doctor) scoped to
+// the env: its config's directories, its network and bridge, its cgroup
+// root, and its whole dir as podbay's (a mount, or a process working or
+// named there, is the env's whether or not it names an ID). Host state from
+// before the env, and other envs' resources, are not reported.
+func (e *env) findLeaks(keep map[string]bool) []leak {
+	keep = e.withContainersOf(keep)
+	known := e.knownIDs()
+	for id := range keep {
+		known[id] = true
 	}
-	return false
+	cfg, err := config.Load(e.configPath, false)
+	if err != nil {
+		return []leak{{kind: "scan", what: "load the env's config: " + err.Error()}}
+	}
+	scope := doctor.Scope{
+		Config:     cfg,
+		Network:    &doctor.Network{Name: e.netName, Bridge: e.bridge, IPAMDir: filepath.Join(e.ipamDir, e.netName)},
+		Owns:       []string{e.dir},
+		CgroupRoot: e.cgroupRootDir(),
+		KnownIDs:   known,
+		DaemonPID:  e.daemonPid(),
+	}
+	inv, errs := doctor.ScanScope(context.Background(), scope)
+	var leaks []leak
+	for _, err := range errs {
+		leaks = append(leaks, leak{kind: "scan", what: err.Error()})
+	}
+	for _, l := range doctor.Classify(inv, keep) {
+		if (l.Kind == doctor.KindNetns && e.netnsBefore[filepath.Base(l.Object)]) || (l.Kind == doctor.KindMount && e.mountsBefore[l.Object]) {
+			continue
+		}
+		leaks = append(leaks, leakOf(l))
+	}
+	return leaks
 }
 
-// findLeaks lists what the env made and nobody owns: resources of sandboxes
-// not in keep. Host state from before the env, and other envs' resources,
-// are not reported.
-func (e *env) findLeaks(keep map[string]bool) []leak {
-	var leaks []leak
-	known := e.knownIDs()
-	keep = e.withContainersOf(keep)
+// findLeaksOf is findLeaks restricted to kinds.
+func (e *env) findLeaksOf(keep map[string]bool, kinds ...string) []leak {
+	var out []leak
+	for _, l := range e.findLeaks(keep) {
+		if slices.Contains(kinds, l.kind) || l.kind == "scan" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
 
-	// Network namespace files and their mounts.
-	realNetns := e.realNetnsDir()
-	mounts := mountPoints(e.t)
-	mounted := map[string]bool{}
-	for _, m := range mounts {
-		mounted[m] = true
+// leakOf is a doctor leak in the harness's terms (its kinds' names, and
+// what forceClean acts on).
+func leakOf(l doctor.Leak) leak {
+	kind := map[string]string{doctor.KindRootfs: "storage", doctor.KindIPAM: "ipam", doctor.KindDir: "runtime"}[l.Kind]
+	if kind == "" {
+		kind = l.Kind
 	}
-	for name := range e.netnsEntries(e.t) {
-		if !strings.HasPrefix(name, "podbay-") || e.netnsBefore[name] || keep[strings.TrimPrefix(name, "podbay-")] {
-			continue
-		}
-		p := filepath.Join(e.netnsDir, name)
-		state := "file"
-		if mounted[filepath.Join(realNetns, name)] {
-			state = "mounted namespace"
-		}
-		leaks = append(leaks, leak{kind: "netns", what: fmt.Sprintf("%s (%s)", p, state), path: p})
+	out := leak{kind: kind, what: l.What, path: l.Object}
+	if l.ID != "" && !strings.Contains(l.What, l.ID) {
+		out.what += " [" + l.ID + "]"
 	}
-	// Sandbox root filesystems: a containers/storage container named by the
-	// sandbox ID, its writable layer mounted under the storage root.
-	keptLayers := map[string]bool{}
-	containers, err := e.storageContainers()
-	if err != nil {
-		leaks = append(leaks, leak{kind: "storage", what: err.Error()})
-	}
-	for _, c := range containers {
-		if keep[c.ID] {
-			keptLayers[c.Layer] = true
-			continue
-		}
-		leaks = append(leaks, leak{kind: "storage", what: fmt.Sprintf("containers/storage container %s (image %s, layer %s)", c.ID, short(c.Image), short(c.Layer)), path: c.ID})
-	}
-	// The overlay driver bind-mounts its home onto itself and unmounts it
-	// at a clean shutdown, unless a layer is still mounted.
-	driverHome := filepath.Join(e.storageRoot, "overlay")
-
-	daemonUp := e.running()
-	for _, m := range mounts {
-		if e.mountsBefore[m] || containsAny(m, keep) || containsAny(m, keptLayers) {
-			continue
-		}
-		if m == driverHome && len(keptLayers) > 0 {
-			continue
-		}
-		isNetns := strings.HasPrefix(m, realNetns+"/podbay-") || strings.HasPrefix(m, e.netnsDir+"/podbay-")
-		under := strings.HasPrefix(m, e.dir+"/")
-		// While the daemon runs it may hold mounts of its own; only mounts
-		// of some sandbox count then.
-		if isNetns || (under && (!daemonUp || hexID.MatchString(m))) {
-			leaks = append(leaks, leak{kind: "mount", what: m, path: m})
+	switch l.Kind {
+	case doctor.KindProcess:
+		out.pid, _ = strconv.Atoi(l.Object)
+	case doctor.KindIptables:
+		// "<tool> <table> <rule or chain>"
+		if f := strings.SplitN(l.Object, " ", 3); len(f) == 3 {
+			out.path, out.table, out.rule = f[0], f[1], f[2]
 		}
 	}
-
-	// Veths on the env's bridge: one per live pod with a mounted namespace.
-	allowed := 0
-	for id := range keep {
-		if mounted[filepath.Join(realNetns, "podbay-"+id)] {
-			allowed++
-		}
-	}
-	if veths := bridgePorts(e.bridge); len(veths) > allowed {
-		for _, v := range veths {
-			leaks = append(leaks, leak{kind: "veth", what: fmt.Sprintf("%s on bridge %s (%d ports, %d live pods with a network)", v, e.bridge, len(veths), allowed), path: v})
-		}
-	}
-
-	// The bandwidth plugin's ifb devices, one per pod with an egress limit,
-	// named from the network's name and the sandbox ID.
-	ifbs := ifbDevices()
-	for id := range known {
-		if keep[id] {
-			continue
-		}
-		if name := ifbName(e.netName, id); ifbs[name] {
-			leaks = append(leaks, leak{kind: "ifb", what: fmt.Sprintf("ifb device %s of sandbox %s", name, short(id)), path: name})
-		}
-	}
-
-	// host-local reservations: one file per IP, holding the container ID.
-	ipDir := filepath.Join(e.ipamDir, e.netName)
-	if entries, err := os.ReadDir(ipDir); err == nil {
-		for _, ent := range entries {
-			n := ent.Name()
-			if n == "lock" || strings.HasPrefix(n, "last_reserved_ip") {
-				continue
-			}
-			data, _ := os.ReadFile(filepath.Join(ipDir, n))
-			owner := ""
-			if fs := strings.Fields(string(data)); len(fs) > 0 {
-				owner = fs[0]
-			}
-			if keep[owner] {
-				continue
-			}
-			leaks = append(leaks, leak{kind: "ipam", what: fmt.Sprintf("IP %s reserved for %q", n, owner), path: filepath.Join(ipDir, n)})
-		}
-	}
-
-	// libcni's cached attachments.
-	if entries, err := os.ReadDir(filepath.Join(e.cacheDir, "results")); err == nil {
-		for _, ent := range entries {
-			if containsAny(ent.Name(), keep) {
-				continue
-			}
-			leaks = append(leaks, leak{kind: "cni-cache", what: "cached attachment " + ent.Name(), path: filepath.Join(e.cacheDir, "results", ent.Name())})
-		}
-	}
-
-	leaks = append(leaks, e.leakedProcesses(keep)...)
-	leaks = append(leaks, e.leakedRules(known, keep)...)
-	leaks = append(leaks, e.leakedCgroups(keep)...)
-	leaks = append(leaks, e.leakedRuntimeState(keep)...)
-	return leaks
+	return out
 }
 
 // storageContainer is an entry of containers/storage's containers.json
@@ -320,112 +263,11 @@ func readProcs() map[int]*proc {
 	return procs
 }
 
-// processKeeper classifies processes: kept (they belong to a live sandbox)
-// or leaked (they belong to this env).
-type processKeeper struct {
-	e            *env
-	procs        map[int]*proc
-	self, daemon int
-	keep         map[string]bool
-}
-
-func (e *env) newProcessKeeper(keep map[string]bool) *processKeeper {
-	return &processKeeper{e: e, procs: readProcs(), self: os.Getpid(), daemon: e.daemonPid(), keep: keep}
-}
-
-// marked: the process's command line, working directory or binary is in
-// the env dir, or it is in the env's cgroup tree.
-func (k *processKeeper) marked(p *proc) bool {
-	dir := k.e.dir
-	if strings.Contains(p.cmdline, dir+"/") || p.cwd == dir || strings.HasPrefix(p.cwd, dir+"/") || strings.HasPrefix(p.exe, dir+"/") {
-		return true
-	}
-	for _, line := range strings.Split(p.cgroups, "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && (parts[2] == k.e.cgroupRootDir() || strings.HasPrefix(parts[2], k.e.cgroupRootDir()+"/")) {
-			return true
-		}
-	}
-	return false
-}
-
-// classify walks up from p: a pause process is recognised by its conmon
-// parent, whose command line names the sandbox.
-func (k *processKeeper) classify(p *proc) (leaked, kept bool) {
-	for q, depth := p, 0; q != nil && depth < 16; q, depth = k.procs[q.ppid], depth+1 {
-		if q.pid <= 1 || q.pid == k.self || q.pid == k.daemon {
-			break
-		}
-		if containsAny(q.cmdline, k.keep) || containsAny(q.cgroups, k.keep) {
-			return false, true
-		}
-		if k.marked(q) {
-			leaked = true
-		}
-	}
-	return leaked, false
-}
-
-// leakedProcesses finds conmon, runc and pause processes of this env that
-// belong to no kept sandbox. The daemon itself is exempt.
-func (e *env) leakedProcesses(keep map[string]bool) []leak {
-	k := e.newProcessKeeper(keep)
-	var leaks []leak
-	for _, p := range k.procs {
-		if p.pid == k.self || p.pid == k.daemon || p.state == "Z" {
-			continue
-		}
-		if leaked, _ := k.classify(p); leaked {
-			leaks = append(leaks, leak{kind: "process", what: fmt.Sprintf("pid %d ppid %d cwd %s: %s", p.pid, p.ppid, p.cwd, truncate(p.cmdline, 300)), pid: p.pid})
-		}
-	}
-	sort.Slice(leaks, func(i, j int) bool { return leaks[i].pid < leaks[j].pid })
-	return leaks
-}
-
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-// leakedRules finds iptables rules that name the env's network or one of
-// its sandboxes (the bridge and portmap plugins put both in a comment).
-func (e *env) leakedRules(known, keep map[string]bool) []leak {
-	var leaks []leak
-	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			continue
-		}
-		out, err := exec.Command(tool).Output()
-		if err != nil {
-			continue
-		}
-		table := ""
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(line, "*") {
-				table = line[1:]
-				continue
-			}
-			if !strings.HasPrefix(line, "-A ") {
-				continue
-			}
-			if !strings.Contains(line, e.netName) && !containsAny(line, known) {
-				continue
-			}
-			if containsAny(line, keep) {
-				continue
-			}
-			// podbay's masquerade of the network is the daemon's while
-			// it runs; a clean stop with no pods removes it.
-			if strings.Contains(line, network.MasqueradeChain(e.netName)) && e.running() {
-				continue
-			}
-			leaks = append(leaks, leak{kind: "iptables", what: fmt.Sprintf("%s (table %s): %s", strings.TrimSuffix(tool, "-save"), table, line), table: table, rule: line, path: strings.TrimSuffix(tool, "-save")})
-		}
-	}
-	return leaks
 }
 
 // cgroupDirs returns the env's cgroup root in every mounted hierarchy:
@@ -448,48 +290,6 @@ func (e *env) cgroupDirs() []string {
 		}
 	}
 	return dirs
-}
-
-// leakedCgroups finds cgroups under the env's cgroup parent that still
-// hold processes or are named for a sandbox or container.
-func (e *env) leakedCgroups(keep map[string]bool) []leak {
-	var leaks []leak
-	k := e.newProcessKeeper(keep)
-	for _, root := range e.cgroupDirs() {
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error { //nolint:errcheck // best effort walk
-			if err != nil || !d.IsDir() || p == root {
-				return nil
-			}
-			if containsAny(p, keep) {
-				return fs.SkipDir
-			}
-			data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-			// A shared cgroup (conmon's, say) may hold kept sandboxes'
-			// processes. And the daemon's: on a cgroup v1 host one of its
-			// threads, the monitors' spawner, is in the monitor cgroup.
-			var foreign []string
-			for _, f := range strings.Fields(string(data)) {
-				pid, _ := strconv.Atoi(f)
-				if pid == k.daemon && pid != 0 {
-					continue
-				}
-				if q := k.procs[pid]; q != nil {
-					if _, kept := k.classify(q); kept {
-						continue
-					}
-				}
-				foreign = append(foreign, f)
-			}
-			switch {
-			case len(foreign) > 0:
-				leaks = append(leaks, leak{kind: "cgroup", what: fmt.Sprintf("%s holds processes %s", p, strings.Join(foreign, ",")), path: p})
-			case hexID.MatchString(filepath.Base(p)):
-				leaks = append(leaks, leak{kind: "cgroup", what: p + " left behind", path: p})
-			}
-			return nil
-		})
-	}
-	return leaks
 }
 
 // forceClean removes leaks, and everything else the env made on the host,

@@ -151,8 +151,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Errorf("IP of %s still reserved after stop", short(web))
 	}
 	requireSettled(t, settleTime, func() []leak {
-		leaks := e.leakedProcesses(keepSet([]string{db}))
-		leaks = append(leaks, e.leakedRules(e.knownIDs(), keepSet([]string{db}))...)
+		leaks := e.findLeaksOf(keepSet([]string{db}), "process", "iptables")
 		if ports := bridgePorts(e.bridge); len(ports) != 1 {
 			leaks = append(leaks, leak{kind: "veth", what: fmt.Sprintf("bridge ports after stopping one of two pods: %v, want 1", ports)})
 		}
