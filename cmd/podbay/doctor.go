@@ -17,6 +17,7 @@ import (
 const doctorUsage = `usage: podbay doctor [--config PATH] [--json] [--only checks|leaks] [--timeout D]
                      [podbayd's overrides: --listen --root --state --metrics-address
                       --stream-address --stream-port --cni-conf-dir --cni-plugin-dirs]
+                     [a run's own scope: --own-dir DIR[,DIR] --cgroup-root PATH]
 
 Checks the host for what podbayd needs, then lists what of podbay's is left
 on the host that no record owns (asking the running podbayd over the CRI, or
@@ -45,6 +46,12 @@ func runDoctor(args []string, out io.Writer) error {
 		overrides[name] = fs.String(name, "", "as podbayd's --"+name)
 	}
 	streamPort := fs.Int("stream-port", -1, "as podbayd's --stream-port")
+	// A test run that keeps everything of its daemon in its own
+	// directories and cgroup parent can say so: then a mount or process
+	// there, or a process or cgroup under that parent, is podbay's even
+	// when it names no ID.
+	ownDirs := fs.String("own-dir", "", "comma-separated directories wholly podbay's (a test run's temp dir)")
+	cgroupRoot := fs.String("cgroup-root", "", "the run's pod cgroup parent as a cgroupfs path: its cgroups and processes are podbay's")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -91,6 +98,8 @@ func runDoctor(args []string, out io.Writer) error {
 		Leaks:      *only != "checks",
 		Probe:      doctor.Host{},
 		Timeout:    *timeout,
+		Owns:       splitList(*ownDirs),
+		CgroupRoot: *cgroupRoot,
 	})
 	if *asJSON {
 		err = report.WriteJSON(out)
@@ -104,4 +113,12 @@ func runDoctor(args []string, out io.Writer) error {
 		return exitStatus(code)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value, "" giving none.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

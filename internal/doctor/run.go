@@ -20,6 +20,11 @@ type Options struct {
 	Probe Probe
 	// Timeout bounds the daemon's answers and the wait for its database.
 	Timeout time.Duration
+	// Owns and CgroupRoot widen the leak report's scope to a run that
+	// keeps everything in its own directories and cgroup parent (hack/'s
+	// scripts): see Scope.
+	Owns       []string
+	CgroupRoot string
 }
 
 // Run checks the host and makes the leak report. It changes nothing.
@@ -46,7 +51,9 @@ func Run(ctx context.Context, o Options) *Report {
 	}
 	// The host first, the records after, as podbayd's garbage collection
 	// does: a pod made meanwhile has its record by then.
-	inv, errs := Scan(ctx, cfg, n, daemonPID)
+	scope := ScopeOf(cfg, n, daemonPID)
+	scope.Owns, scope.CgroupRoot = o.Owns, o.CgroupRoot
+	inv, errs := ScanScope(ctx, scope)
 	for _, err := range errs {
 		r.ScanErrors = append(r.ScanErrors, err.Error())
 	}
