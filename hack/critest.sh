@@ -248,6 +248,7 @@ log "building into $bin"
 (
 	cd "$repo"
 	go build -o "$bin/podbayd" ./cmd/podbayd
+	go build -o "$bin/podbay" ./cmd/podbay
 	go build -o "$bin/podbay-testimages" ./cmd/podbay-testimages
 	CGO_ENABLED=0 go build -ldflags '-s -w' -o "$bin/podbay-pause" ./cmd/podbay-pause
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/podbay-standin" ./cmd/podbay-testimages/standin

@@ -28,7 +28,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
-packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make)
+packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make jq)
 if [ "$node" -eq 1 ]; then
 	packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 util-linux procps busybox-static ca-certificates)
 fi

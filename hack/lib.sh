@@ -2,7 +2,8 @@
 # hack/critest.sh: process helpers and the leak checks and cleanup of a run
 # that started its own podbayd in $tmp. Expects the caller to define log()
 # and set tmp, netns_dir, ipam_dir, net_name, bridge, runtime_root, root_dir,
-# storage_root and cgroup_parent; registry_pid, daemon_pid, pod_log_dir and
+# state_dir, storage_root and cgroup_parent, and podbay_config for a podbayd
+# run (its leaks are podbay doctor's); registry_pid, daemon_pid, pod_log_dir and
 # runtime_bin (default runc) are optional; build_binaries and
 # start_registry use repo and bin.
 # shellcheck shell=bash disable=SC2154
@@ -102,6 +103,7 @@ build_binaries() {
 	(
 		cd "$repo"
 		go build -o "$bin/podbayd" ./cmd/podbayd
+		go build -o "$bin/podbay" ./cmd/podbay
 		CGO_ENABLED=0 go build -ldflags '-s -w' -o "$bin/podbay-pause" ./cmd/podbay-pause
 		for c in "$@"; do
 			go build -o "$bin/$c" "./cmd/$c"
@@ -136,7 +138,8 @@ start_registry() {
 
 # tmp_paths sets the paths of a run's podbayd in $tmp: bin, root_dir (with
 # storage_root), state_dir, conf_dir, ipam_dir, cache_dir, netns_dir,
-# config, registries_conf, registries_dir, policy and sock.
+# config (and podbay_config, for find_leaks), registries_conf,
+# registries_dir, policy and sock.
 tmp_paths() {
 	bin=$tmp/bin
 	root_dir=$tmp/root
@@ -145,23 +148,13 @@ tmp_paths() {
 	ipam_dir=$tmp/ipam
 	cache_dir=$tmp/cnicache
 	config=$tmp/podbayd.toml
+	podbay_config=$config
 	registries_conf=$tmp/registries.conf
 	registries_dir=$tmp/registries.conf.d
 	policy=$tmp/policy.json
 	sock=$tmp/podbayd.sock
 	netns_dir=$tmp/netns
 	storage_root=$root_dir/storage
-}
-
-# storage_containers prints the IDs in containers/storage's containers.json
-# and volatile-containers.json (podbay's default), one per sandbox or
-# container root filesystem.
-storage_containers() {
-	local f
-	for f in "$storage_root"/overlay-containers/{,volatile-}containers.json; do
-		[ -f "$f" ] || continue
-		grep -oE '"id": *"[0-9a-f]{64}"' "$f" | grep -oE '[0-9a-f]{64}' || true
-	done
 }
 
 # remove_nat_rules deletes the NAT rules and chains the bridge plugin made
@@ -269,8 +262,55 @@ EOF
 # A host that never ran a shim has no /run/containerd/s: an empty list, not a failure.
 shim_sockets() { { ls /run/containerd/s 2>/dev/null || true; } | sort; }
 
-# find_leaks prints one line per thing the run left behind.
+# find_leaks prints one line per thing the run left behind. What of
+# podbay's the host holds is podbay doctor's inventory (doctor_leaks) when
+# the run is podbayd's ($podbay_config set); another engine's run
+# (bench-compare.sh's containerd) is listed by engine_leaks. Then what only
+# the script knows: new shim sockets, its registry, pod log dirs.
 find_leaks() {
+	if [ -n "${podbay_config:-}" ]; then
+		doctor_leaks
+	else
+		engine_leaks
+	fi
+	# Shim v2 sockets (/run/containerd/s) that appeared during the run.
+	if [ -n "${shim_sockets_before:-}" ] && [ -f "$shim_sockets_before" ]; then
+		comm -13 "$shim_sockets_before" <(shim_sockets) | sed 's|^|shim socket /run/containerd/s/|'
+	fi
+	if [ -n "${registry_pid:-}" ] && alive "$registry_pid"; then
+		echo "podbay-testimages process $registry_pid"
+	fi
+	# Pod log directories are the client's (kubelet's) to remove; their
+	# container logs, the daemon's.
+	if [ -n "${pod_log_dir:-}" ] && [ -d "$pod_log_dir" ]; then
+		find "$pod_log_dir" -mindepth 1 -maxdepth 1 -printf 'pod log dir %p\n'
+	fi
+}
+
+# doctor_leaks prints what `podbay doctor --json` finds of the stopped
+# podbayd of $podbay_config ($root_dir, $state_dir): the run's temp dir and
+# cgroup parent are wholly podbay's, so a mount or process there is a leak
+# even when it names no ID; not the tmpfs mounts the script made itself
+# ($run_tmpfs).
+doctor_leaks() {
+	local json rc=0
+	json=$("$bin/podbay" doctor --config "$podbay_config" --root "$root_dir" --state "$state_dir" --only leaks --json \
+		--own-dir "$tmp" --cgroup-root "$cgroup_parent" 2>&1) || rc=$?
+	# 3: leaks found; 1: the report could not be made (leakError says why).
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && [ "$rc" -ne 1 ] || ! jq -e . >/dev/null 2>&1 <<<"$json"; then
+		echo "podbay doctor failed (status $rc): $json"
+		return
+	fi
+	jq -r --arg skip " ${run_tmpfs:-} " '
+		(.leakError // empty | "podbay doctor: " + .),
+		(.scanErrors[]? | "podbay doctor: " + .),
+		(.leaks[] | select(.kind != "mount" or ($skip | contains(" " + .object + " ") | not)) | .kind + " " + .what)
+	' <<<"$json"
+}
+
+# engine_leaks lists, for a run of another engine, its network namespaces,
+# IPs, veths, rules, monitor processes, runtime state, cgroups and mounts.
+engine_leaks() {
 	local f pids
 	if [ -d "$netns_dir" ]; then
 		find "$netns_dir" -mindepth 1 -maxdepth 1 -printf 'network namespace %p\n'
@@ -291,41 +331,16 @@ find_leaks() {
 			;;
 		esac
 	done
-	# Shim v2 sockets (/run/containerd/s) that appeared during the run.
-	if [ -n "${shim_sockets_before:-}" ] && [ -f "$shim_sockets_before" ]; then
-		comm -13 "$shim_sockets_before" <(shim_sockets) | sed 's|^|shim socket /run/containerd/s/|'
-	fi
-	if [ -n "${registry_pid:-}" ] && alive "$registry_pid"; then
-		echo "podbay-testimages process $registry_pid"
-	fi
 	if [ -d "$runtime_root" ]; then
 		"${runtime_bin:-runc}" --root "$runtime_root" list -q 2>/dev/null | sed 's/^/container in the runtime: /' || true
-		# A state dir that list skips (no state.json) is left behind too.
 		find "$runtime_root" -mindepth 1 -maxdepth 1 -printf 'runtime state %p\n'
 	fi
-	if [ -d "$root_dir/sandboxes" ]; then
-		find "$root_dir/sandboxes" -mindepth 1 -maxdepth 1 -printf 'sandbox dir %p\n'
-	fi
-	if [ -d "$root_dir/containers" ]; then
-		find "$root_dir/containers" -mindepth 1 -maxdepth 1 -printf 'container dir %p\n'
-	fi
-	storage_containers | sed 's|^|containers/storage container |'
-	# Pod log directories are the client's (kubelet's) to remove; their
-	# container logs, the daemon's.
-	if [ -n "${pod_log_dir:-}" ] && [ -d "$pod_log_dir" ]; then
-		find "$pod_log_dir" -mindepth 1 -maxdepth 1 -printf 'pod log dir %p\n'
-	fi
-	# <parent>/conmon is the daemon's shared cgroup for conmon; a pod's or
-	# container's own cgroup, or any cgroup still holding a process, is a
-	# leak.
 	find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -type d -path "*$cgroup_parent/*" 2>/dev/null |
 		while read -r f; do
 			if [[ ${f##*/} == podbay-* ]] || [ -n "$(cat "$f/cgroup.procs" 2>/dev/null)" ]; then
 				echo "cgroup $f"
 			fi
 		done
-	# Overlay root filesystems, the storage driver's own bind mount of its
-	# home, shm and netns mounts: all are gone once the daemon has stopped.
 	our_mounts | awk '{print $1 " mount " $2}'
 }
 
