@@ -304,7 +304,7 @@ doctor_leaks() {
 	jq -r --arg skip " ${run_tmpfs:-} " '
 		(.leakError // empty | "podbay doctor: " + .),
 		(.scanErrors[]? | "podbay doctor: " + .),
-		(.leaks[] | select(.kind != "mount" or ($skip | contains(" " + .object + " ") | not)) | .kind + " " + .what)
+		(.leaks[] | (.object // "") as $o | select(.kind != "mount" or ($skip | contains(" " + $o + " ") | not)) | .kind + " " + .what)
 	' <<<"$json"
 }
 
