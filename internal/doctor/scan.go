@@ -462,7 +462,9 @@ func parseIptablesSave(tool string, data []byte, netName string, known map[strin
 			id = knownIn(l.text, known)
 		}
 		masq := netName != "" && strings.Contains(l.text, network.MasqueradeChain(netName))
-		if id == "" && !(netName != "" && strings.Contains(l.text, netName)) {
+		// The network's name, as the plugins' and podbay's comments quote it.
+		named := netName != "" && strings.Contains(l.text, `\"`+netName+`\"`)
+		if id == "" && !named && !masq {
 			continue
 		}
 		out = append(out, Rule{Tool: tool, Table: l.table, Line: l.text, ID: id, Chain: chain, Masquerade: masq})

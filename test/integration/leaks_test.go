@@ -263,13 +263,6 @@ func readProcs() map[int]*proc {
 	return procs
 }
 
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
 // cgroupDirs returns the env's cgroup root in every mounted hierarchy:
 // the unified one at /sys/fs/cgroup on a pure cgroup v2 host, the v1
 // ones under /sys/fs/cgroup/<controller> (and the hybrid cgroup2 mount at
@@ -378,15 +371,6 @@ func (e *env) netnsEntries(t *testing.T) map[string]bool {
 		names[ent.Name()] = true
 	}
 	return names
-}
-
-// realNetnsDir is the env's netns dir with symlinks resolved, the form
-// mountinfo uses.
-func (e *env) realNetnsDir() string {
-	if p, err := filepath.EvalSymlinks(e.netnsDir); err == nil {
-		return p
-	}
-	return e.netnsDir
 }
 
 // mountPoints lists the mount points of the test's mount namespace. It
