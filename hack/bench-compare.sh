@@ -144,7 +144,7 @@ stop_pid() {
 pb_vars() {
 	tmp=$pb net_name=$pb_net bridge=$pb_bridge ipam_dir=/var/lib/cni/networks netns_dir=$pb/netns
 	root_dir=$pb/root state_dir=$pb/state storage_root=$pb/root/storage cgroup_parent=$cgroup_base/pb pod_log_dir=$top/podlogs/pb
-	podbay_config=$pb/podbayd.toml
+	podbay_config=$pb/podbayd.toml sock=$pb/podbayd.sock
 	runtime_root=$pb/state/runtimes/runc runtime_bin=runc registry_pid=
 	[ "$HANDLER_TYPE" != vm ] || runtime_root=$pb/state/shim-runc/podbay
 }
@@ -155,7 +155,7 @@ ctr_vars() {
 	runtime_root=$ctr/runc/k8s.io runtime_bin=runc registry_pid=
 }
 side_leaks() {
-	local tmp net_name bridge ipam_dir netns_dir root_dir state_dir storage_root cgroup_parent pod_log_dir runtime_root runtime_bin registry_pid podbay_config
+	local tmp net_name bridge ipam_dir netns_dir root_dir state_dir storage_root cgroup_parent pod_log_dir runtime_root runtime_bin registry_pid podbay_config sock
 	"$1"_vars
 	find_leaks | sed "s/^/$1: /"
 	# What lib.sh does not know: rules naming the subnet (a masquerade
@@ -164,7 +164,7 @@ side_leaks() {
 	find /var/lib/cni/results -maxdepth 1 -name "$net_name-*" -printf "$1: CNI cache entry %p\n" 2>/dev/null || true
 }
 side_remove_leaks() {
-	local tmp net_name bridge ipam_dir netns_dir root_dir state_dir storage_root cgroup_parent pod_log_dir runtime_root runtime_bin registry_pid podbay_config
+	local tmp net_name bridge ipam_dir netns_dir root_dir state_dir storage_root cgroup_parent pod_log_dir runtime_root runtime_bin registry_pid podbay_config sock
 	"$1"_vars
 	remove_leaks
 	local rule

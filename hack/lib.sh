@@ -2,8 +2,8 @@
 # hack/critest.sh: process helpers and the leak checks and cleanup of a run
 # that started its own podbayd in $tmp. Expects the caller to define log()
 # and set tmp, netns_dir, ipam_dir, net_name, bridge, runtime_root, root_dir,
-# state_dir, storage_root and cgroup_parent, and podbay_config for a podbayd
-# run (its leaks are podbay doctor's); registry_pid, daemon_pid, pod_log_dir and
+# state_dir, storage_root and cgroup_parent, and podbay_config and sock for a
+# podbayd run (its leaks are podbay doctor's); registry_pid, daemon_pid, pod_log_dir and
 # runtime_bin (default runc) are optional; build_binaries and
 # start_registry use repo and bin.
 # shellcheck shell=bash disable=SC2154
@@ -288,14 +288,14 @@ find_leaks() {
 }
 
 # doctor_leaks prints what `podbay doctor --json` finds of the stopped
-# podbayd of $podbay_config ($root_dir, $state_dir): the run's temp dir and
+# podbayd of $podbay_config ($sock, $root_dir, $state_dir): the run's temp dir and
 # cgroup parent are wholly podbay's, so a mount or process there is a leak
 # even when it names no ID; not the tmpfs mounts the script made itself
 # ($run_tmpfs).
 doctor_leaks() {
 	local json rc=0
-	json=$("$bin/podbay" doctor --config "$podbay_config" --root "$root_dir" --state "$state_dir" --only leaks --json \
-		--own-dir "$tmp" --cgroup-root "$cgroup_parent" 2>&1) || rc=$?
+	json=$("$bin/podbay" doctor --config "$podbay_config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
+		--only leaks --json --own-dir "$tmp" --cgroup-root "$cgroup_parent" 2>&1) || rc=$?
 	# 3: leaks found; 1: the report could not be made (leakError says why).
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && [ "$rc" -ne 1 ] || ! jq -e . >/dev/null 2>&1 <<<"$json"; then
 		echo "podbay doctor failed (status $rc): $json"
