@@ -288,14 +288,15 @@ find_leaks() {
 }
 
 # doctor_leaks prints what `podbay doctor --json` finds of the stopped
-# podbayd of $podbay_config ($sock, $root_dir, $state_dir): the run's temp dir and
+# podbayd of $podbay_config ($sock, $root_dir, $state_dir), records or not (a
+# pod the daemon still holds is left behind too): the run's temp dir and
 # cgroup parent are wholly podbay's, so a mount or process there is a leak
 # even when it names no ID; not the tmpfs mounts the script made itself
 # ($run_tmpfs).
 doctor_leaks() {
 	local json rc=0
 	json=$("$bin/podbay" doctor --config "$podbay_config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
-		--only leaks --json --own-dir "$tmp" --cgroup-root "$cgroup_parent" 2>&1) || rc=$?
+		--only leaks --json --own-dir "$tmp" --cgroup-root "$cgroup_parent" --no-records 2>&1) || rc=$?
 	# 3: leaks found; 1: the report could not be made (leakError says why).
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && [ "$rc" -ne 1 ] || ! jq -e . >/dev/null 2>&1 <<<"$json"; then
 		echo "podbay doctor failed (status $rc): $json"

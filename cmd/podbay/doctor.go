@@ -17,7 +17,7 @@ import (
 const doctorUsage = `usage: podbay doctor [--config PATH] [--json] [--only checks|leaks] [--timeout D]
                      [podbayd's overrides: --listen --root --state --metrics-address
                       --stream-address --stream-port --cni-conf-dir --cni-plugin-dirs]
-                     [a run's own scope: --own-dir DIR[,DIR] --cgroup-root PATH]
+                     [a run's own scope: --own-dir DIR[,DIR] --cgroup-root PATH --no-records]
 
 Checks the host for what podbayd needs, then lists what of podbay's is left
 on the host that no record owns (asking the running podbayd over the CRI, or
@@ -51,6 +51,7 @@ func runDoctor(args []string, out io.Writer) error {
 	// there, or a process or cgroup under that parent, is podbay's even
 	// when it names no ID.
 	ownDirs := fs.String("own-dir", "", "comma-separated directories wholly podbay's (a test run's temp dir)")
+	noRecords := fs.Bool("no-records", false, "report everything of podbay's found, as if no record owned it (a run whose pods must all be gone)")
 	cgroupRoot := fs.String("cgroup-root", "", "the run's pod cgroup parent as a cgroupfs path: its cgroups and processes are podbay's")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -100,6 +101,7 @@ func runDoctor(args []string, out io.Writer) error {
 		Timeout:    *timeout,
 		Owns:       splitList(*ownDirs),
 		CgroupRoot: *cgroupRoot,
+		NoRecords:  *noRecords,
 	})
 	if *asJSON {
 		err = report.WriteJSON(out)

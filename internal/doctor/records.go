@@ -29,6 +29,9 @@ const (
 const (
 	SourceCRI      = "cri"
 	SourceDatabase = "database"
+	// SourceNone: no records were read (Options.NoRecords), so everything
+	// of podbay's found is reported.
+	SourceNone = "none"
 )
 
 // DatabasePath is where podbayd keeps its records.
