@@ -13,7 +13,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
@@ -80,10 +79,12 @@ func (s *Server) placeMonitor(handler, id string) func(context.Context, int) err
 	if !s.cfg.SystemdCgroup() || s.systemd == nil {
 		return nil
 	}
-	kind, what := "conmon", "conmon of container "+id
-	if s.current().cfg.Runtimes[handler].Type == config.TypeVM {
-		kind, what = "shim", "shim of pod "+id
+	traits := s.sandboxTraits(handler)
+	kind, of := traits.Monitor(), "container"
+	if traits.MonitorPerPod {
+		of = "pod"
 	}
+	what := kind + " of " + of + " " + id
 	unit := systemd.ScopePrefix + "-" + kind + "-" + id + ".scope"
 	slice := s.cfg.MonitorSlice
 	return func(ctx context.Context, pid int) error {

@@ -198,12 +198,12 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 	if rec.Phase != sandbox.PhaseReady {
 		return
 	}
-	rt, err := s.runtimeFor(rec.RuntimeHandler)
+	ctl, err := s.sandboxController(rec.RuntimeHandler)
 	if err != nil {
 		s.markNotReady(ctx, sb, err.Error())
 		return
 	}
-	st, err := rt.State(ctx, rec.ID)
+	st, err := ctl.Status(ctx, rec.ID)
 	if err != nil || st.Status != runtime.StatusRunning {
 		why := fmt.Sprintf("sandbox container is %s", st.Status)
 		if err != nil {
@@ -218,7 +218,7 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 			return
 		}
 	}
-	s.watchExit(sb, rt)
+	s.watchExit(sb, ctl)
 }
 
 // undoCreating releases what a RunPodSandbox interrupted by a crash (or a
@@ -229,11 +229,11 @@ func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	if rec.ContainerCreated {
-		rt, err := s.runtimeFor(rec.RuntimeHandler)
+		ctl, err := s.sandboxController(rec.RuntimeHandler)
 		if err != nil {
 			return err
 		}
-		if err := rt.Delete(ctx, rec.ID); err != nil {
+		if err := ctl.Delete(ctx, rec.ID); err != nil {
 			return fmt.Errorf("delete sandbox container: %w", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/store"
 )
@@ -50,6 +51,15 @@ func (l *liveConfig) runtimeFor(handler string) (runtime.Runtime, error) {
 		return nil, fmt.Errorf("runtime handler %q is not available: %v: %w", handler, err, errdefs.ErrInvalidArgument)
 	}
 	return nil, fmt.Errorf("unknown runtime handler %q: %w", handler, errdefs.ErrInvalidArgument)
+}
+
+// sandboxController is the controller of handler's pods, over its runtime.
+func (l *liveConfig) sandboxController(handler string) (podsandbox.Controller, error) {
+	rt, err := l.runtimeFor(handler)
+	if err != nil {
+		return nil, err
+	}
+	return podsandbox.ForHandler(l.cfg.Runtimes[handler].Type, rt), nil
 }
 
 // ReloadHooks are what Reload needs from the daemon to set up what a new
@@ -377,7 +387,7 @@ func (a *applier) runtimes() error {
 					a.keepHandler(name)
 					continue
 				}
-				if newRC.Type == config.TypeVM {
+				if podsandbox.KindFor(newRC.Type).Traits().BoundToInstance {
 					a.refuse(key, "a vm handler's settings cannot change while pods use it (their shims are connected to the running instance)")
 					a.keepHandler(name)
 					continue

@@ -4,19 +4,19 @@ import (
 	"context"
 
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
 // watchExit marks a ready sandbox NOTREADY when its pause process exits, so
 // the kubelet sees a dead pod and recreates it. The pod's teardown ends the
 // watch (sandbox.EndExitWatch) before it deletes the pause container.
-func (s *Server) watchExit(sb *sandbox.Sandbox, rt runtime.Runtime) {
+func (s *Server) watchExit(sb *sandbox.Sandbox, ctl podsandbox.Controller) {
 	ctx := sb.WatchExit(log.With(s.ctx, "pod", sb.ID))
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		st, err := rt.Wait(ctx, sb.ID)
+		st, err := ctl.Wait(ctx, sb.ID)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.G(ctx).Warn("wait for sandbox container", "err", err)

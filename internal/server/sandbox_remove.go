@@ -103,11 +103,11 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 
 // deleteSandboxContainer has the runtime delete the pause container.
 func (s *Server) deleteSandboxContainer(ctx context.Context, rec sandbox.Record) error {
-	rt, err := s.runtimeFor(rec.RuntimeHandler)
+	ctl, err := s.sandboxController(rec.RuntimeHandler)
 	if err != nil {
 		return fmt.Errorf("delete sandbox container: %w", err)
 	}
-	if err := rt.Delete(ctx, rec.ID); err != nil {
+	if err := ctl.Delete(ctx, rec.ID); err != nil {
 		return fmt.Errorf("delete sandbox container: %w", err)
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -54,6 +55,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 	}()
 	handler, rt := lease.handler, lease.rt
+	ctl := podsandbox.ForHandler(lease.config.Type, rt)
 	if err := checkNetworkOrder(ctx, handler, lease.config, s.networkOrder(handler, cfg.GetAnnotations()), cfg); err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := checkUserNamespaceSupport(handler, rt, userNS); err != nil {
 		return nil, err
 	}
-	if lease.config.Type != config.TypeVM {
+	if ctl.Traits().HostKernel {
 		// The node's kernel is the pod's: a sysctl it lacks, runc cannot
 		// set. A VM's guest kernel may have sysctls the node lacks.
 		if err := specgen.CheckSysctlsExist(cfg.GetLinux().GetSysctls()); err != nil {
@@ -83,7 +85,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	sb, err := detach(s, ctx,
 		func(work context.Context) (*sandbox.Sandbox, error) {
 			defer lease.release()
-			sb, err := s.runPodSandbox(work, name, handler, lease.config.Type, rt, cfg)
+			sb, err := s.runPodSandbox(work, name, handler, rt, ctl, cfg)
 			s.finishSandbox(work, name, mine, sb, err)
 			return sb, err
 		},
@@ -97,7 +99,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // runPodSandbox does RunPodSandbox's work. Every step registers its undo
 // right after it acquires a resource (or before, where the acquire can
 // half-succeed); a failure undoes exactly the steps done, in reverse.
-func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType string, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
+func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt runtime.Runtime, ctl podsandbox.Controller, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start(ctx, "run")
 	rb := undo.Chain{Timeout: cleanupTimeout}
 	id, err := objectid.New()
@@ -167,7 +169,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType s
 	}
 	// Where CNI ADD and the runtime's create overlap, the root filesystem
 	// is made beside ADD too, on the create's side.
-	overlap := overlapNetworkAndCreate(rec, handlerType, cfg)
+	overlap := overlapNetworkAndCreate(rec, ctl.Traits(), cfg)
 	var rootfs string
 	if !overlap {
 		if rootfs, err = makeRootfs(ctx); err != nil {
@@ -207,14 +209,14 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType s
 
 	// Registered before Create, which can fail after the runtime made state.
 	defer rb.OnError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
-		return rt.Delete(ctx, id)
+		return ctl.Delete(ctx, id)
 	})
 	if overlap {
-		if err := s.setupNetworkWhileCreating(ctx, sb, rt, att, cfg, files, makeRootfs, pauseArgs(pause), timer); err != nil {
+		if err := s.setupNetworkWhileCreating(ctx, sb, rt, ctl, att, cfg, files, makeRootfs, pauseArgs(pause), timer); err != nil {
 			return nil, err
 		}
 	} else {
-		if err := s.createSandboxContainer(ctx, sb, rt, cfg, files, rootfs, pauseArgs(pause)); err != nil {
+		if err := s.createSandboxContainer(ctx, sb, rt, ctl, cfg, files, rootfs, pauseArgs(pause)); err != nil {
 			return nil, err
 		}
 		timer.Phase("runtime_create")
@@ -223,7 +225,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType s
 		}
 	}
 
-	if err := rt.Start(ctx, id); err != nil {
+	if err := ctl.Start(ctx, id); err != nil {
 		return nil, fmt.Errorf("start sandbox container: %w", err)
 	}
 	timer.Phase("runtime_start")
@@ -252,7 +254,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler, handlerType s
 		return nil, err
 	}
 	timer.Phase("persist")
-	s.watchExit(sb, rt)
+	s.watchExit(sb, ctl)
 	log.G(ctx).Info("pod sandbox ready", "ip", rec.NetworkSettings.IPAddress, "order", rec.NetworkOrder, "mode", rec.NetworkMode)
 	return sb, nil
 }
@@ -283,7 +285,7 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
-func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
+func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
 	bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
 	if err != nil {
 		return err
@@ -293,7 +295,7 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	if _, err := s.advance(sb, (*sandbox.Record).BeginContainerCreate); err != nil {
 		return err
 	}
-	pid, err := s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle)
+	pid, err := s.createPause(ctx, ctl, sb.ID, sb.Record().RuntimeHandler, bundle)
 	if err != nil {
 		return err
 	}
@@ -318,10 +320,10 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg 
 	return bundle, nil
 }
 
-// createPause has the runtime create the pause container from bundle and
-// returns its pid.
-func (s *Server) createPause(ctx context.Context, rt runtime.Runtime, id, handler, bundle string) (int, error) {
-	pid, err := rt.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle, MonitorCgroup: s.monitorCgroup(),
+// createPause has the pod's sandbox controller create the sandbox (the
+// pause container) from bundle and returns its pid.
+func (s *Server) createPause(ctx context.Context, ctl podsandbox.Controller, id, handler, bundle string) (int, error) {
+	pid, err := ctl.Create(ctx, runtime.CreateOptions{ID: id, BundleDir: bundle, MonitorCgroup: s.monitorCgroup(),
 		SpawnMonitor: s.spawnMonitor(ctx), PlaceMonitor: s.placeMonitor(handler, id)})
 	if err != nil {
 		// A sysctl the kernel refused comes classified by the runtime

@@ -13,6 +13,7 @@ import (
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
@@ -25,14 +26,15 @@ import (
 // step, so an oci runtime's create (runc joins the namespace by path; the
 // pause program does not run until start) needs nothing from ADD, and
 // start still waits for both. Kept in sequence:
-//   - vm handlers: the runtime boots the VM at create and mirrors the
-//     namespace's interfaces into it then;
+//   - a sandbox whose create uses the network (Traits.CreateUsesNetwork:
+//     vm handlers, whose runtime boots the VM at create and mirrors the
+//     namespace's interfaces into it then);
 //   - order "after": its point is a runtime that sees no interfaces;
 //   - a pod with net.* sysctls: runc writes them at create, and one that
 //     names eth0 (or net.*.conf.default.*, which eth0 inherits when made
 //     after it) depends on whether ADD came first.
-func overlapNetworkAndCreate(rec sandbox.Record, handlerType string, cfg *runtimeapi.PodSandboxConfig) bool {
-	if handlerType == config.TypeVM || rec.NetworkMode != sandbox.ModeCNI || rec.NetworkOrder != config.OrderBefore {
+func overlapNetworkAndCreate(rec sandbox.Record, traits podsandbox.Traits, cfg *runtimeapi.PodSandboxConfig) bool {
+	if traits.CreateUsesNetwork || rec.NetworkMode != sandbox.ModeCNI || rec.NetworkOrder != config.OrderBefore {
 		return false
 	}
 	for name := range cfg.GetLinux().GetSysctls() {
@@ -52,7 +54,7 @@ func overlapNetworkAndCreate(rec sandbox.Record, handlerType string, cfg *runtim
 // (root filesystem removal, CNI DEL, runtime delete) before the call: a
 // failure of either side is returned once both have finished, and the
 // caller's chain undoes both.
-func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, att network.Attachment, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, makeRootfs func(context.Context) (string, error), args []string, timer *metrics.Timer) error {
+func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, att network.Attachment, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, makeRootfs func(context.Context) (string, error), args []string, timer *metrics.Timer) error {
 	if _, err := s.advance(sb, func(r *sandbox.Record) error {
 		if err := r.BeginNetworkSetup(); err != nil {
 			return err
@@ -88,7 +90,7 @@ func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sand
 			return err
 		}
 		phase("bundle")
-		pid, err = s.createPause(ctx, rt, sb.ID, sb.Record().RuntimeHandler, bundle)
+		pid, err = s.createPause(ctx, ctl, sb.ID, sb.Record().RuntimeHandler, bundle)
 		phase("runtime_create")
 		return err
 	}()

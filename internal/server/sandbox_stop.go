@@ -5,17 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/network"
-	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -58,7 +56,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		return nil
 	}
 	timer := s.metrics.Start(ctx, "stop")
-	rt, rtErr := s.runtimeFor(rec.RuntimeHandler)
+	ctl, ctlErr := s.sandboxController(rec.RuntimeHandler)
 
 	// Persisted before anything is torn down: the pod is going away, and a
 	// crash from here on leaves a record that recovery finishes stopping
@@ -94,9 +92,9 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 				defer wg.Done()
 				netErr = s.releasePodNetwork(ctx, sb, rec, nil)
 			}()
-			stopErr := s.stopPause(ctx, rec, rt, rtErr, nil)
+			stopErr := s.stopPause(ctx, rec, ctl, ctlErr, nil)
 			if stopErr == nil {
-				stopErr = s.releasePause(ctx, sb, rec, rt)
+				stopErr = s.releasePause(ctx, sb, rec, ctl)
 			}
 			wg.Wait()
 			timer.Phase("network_and_kill")
@@ -107,16 +105,16 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 			if err := s.releasePodNetwork(ctx, sb, rec, timer); err != nil {
 				return err
 			}
-			if err := s.stopPause(ctx, rec, rt, rtErr, timer); err != nil {
+			if err := s.stopPause(ctx, rec, ctl, ctlErr, timer); err != nil {
 				return err
 			}
 		}
 	} else {
-		if err := s.stopPause(ctx, rec, rt, rtErr, timer); err != nil {
+		if err := s.stopPause(ctx, rec, ctl, ctlErr, timer); err != nil {
 			return err
 		}
 		if s.teardownOverlaps(rec) {
-			if err := s.releasePause(ctx, sb, rec, rt); err != nil {
+			if err := s.releasePause(ctx, sb, rec, ctl); err != nil {
 				return err
 			}
 		}
@@ -139,10 +137,12 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 // the network needs and whose runtime state nothing of the storage. A vm
 // handler's runtime tears its mirror of the pod's interfaces down as the VM
 // stops, and its shim unmounts under the bundle on delete, so it keeps the
-// order, and its pause container is deleted by Remove.
+// order, and its pause container is deleted by Remove. The pod's sandbox
+// controller declares which (podsandbox.Traits.TeardownInOrder); a handler
+// no longer configured keeps the order.
 func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
 	rtCfg, ok := s.current().cfg.Runtimes[rec.RuntimeHandler]
-	return ok && rtCfg.Type != config.TypeVM
+	return ok && !podsandbox.KindFor(rtCfg.Type).Traits().TeardownInOrder
 }
 
 // stopPodContainers stops the pod's containers, in parallel, with no grace
@@ -191,17 +191,17 @@ func (s *Server) releasePodNetwork(ctx context.Context, sb *sandbox.Sandbox, rec
 
 // stopPause kills the pause process unless conmon's exit file says it is
 // gone (a pod that exited, or Remove after Stop).
-func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, rt runtime.Runtime, rtErr error, timer *metrics.Timer) error {
+func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, ctl podsandbox.Controller, ctlErr error, timer *metrics.Timer) error {
 	if !rec.ContainerCreated || rec.PauseReleased {
 		return nil
 	}
-	if rtErr != nil {
-		return fmt.Errorf("stop sandbox container: %w", rtErr)
+	if ctlErr != nil {
+		return fmt.Errorf("stop sandbox container: %w", ctlErr)
 	}
 	phase := s.phaseClock("stop", timer)
-	if _, exited, err := rt.Exited(rec.ID); err != nil || !exited {
+	if _, exited, err := ctl.Exited(rec.ID); err != nil || !exited {
 		// The pause process holds nothing worth a grace period.
-		if err := rt.Stop(ctx, rec.ID, 0, syscall.SIGKILL); err != nil {
+		if err := ctl.Stop(ctx, rec.ID); err != nil {
 			return fmt.Errorf("stop sandbox container: %w", err)
 		}
 		phase("runtime_stop")
@@ -216,7 +216,7 @@ func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, rt runtime.R
 // stats come from the record and the pod's cgroup, and a stopped pod never
 // starts again (the kubelet makes a new one). Both deletes are idempotent,
 // so a Stop interrupted here is finished by the next Stop or the Remove.
-func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sandbox.Record, rt runtime.Runtime) error {
+func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sandbox.Record, ctl podsandbox.Controller) error {
 	if !rec.ContainerCreated || rec.PauseReleased {
 		return nil
 	}
@@ -231,7 +231,7 @@ func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sand
 	go func() {
 		defer wg.Done()
 		phase := s.phaseClock("stop", nil)
-		if rtDelErr = rt.Delete(ctx, rec.ID); rtDelErr != nil {
+		if rtDelErr = ctl.Delete(ctx, rec.ID); rtDelErr != nil {
 			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
 		}
 		phase("runtime_delete")

@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/cgroups"
-	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -74,15 +72,14 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 	if rec.Phase != sandbox.PhaseReady {
 		return nil, fmt.Errorf("pod %s is %s, not ready: %w", sb.ID, rec.Phase, errdefs.ErrFailedPrecondition)
 	}
-	rc := s.current().cfg.Runtimes[rec.RuntimeHandler]
-	rt, err := s.runtimeFor(rec.RuntimeHandler)
+	ctl, err := s.sandboxController(rec.RuntimeHandler)
 	if err != nil {
 		return nil, err
 	}
 	podCgroup := s.podCgroup(rec)
 	writer, _ := s.cgroups.(PodCgroupWriter)
 	switch {
-	case podCgroup == "" && rc.Type != config.TypeVM:
+	case podCgroup == "" && !ctl.Traits().SizedByUpdate:
 		return nil, fmt.Errorf("pod %s has no cgroup of its own (it was run without linux.cgroup_parent, so its containers share %s with other pods): %w",
 			sb.ID, rec.CgroupParent, errdefs.ErrFailedPrecondition)
 	case podCgroup != "" && writer == nil:
@@ -124,7 +121,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		if res == nil {
 			return nil, nil
 		}
-		return s.updateSandboxContainer(ctx, rt, rec, res)
+		return s.updateSandboxContainer(ctx, ctl, rec, res)
 	}
 	// The kernel keeps a v1 child's CFS quota within its parent's: when
 	// the pod shrinks, the sandbox container's limit goes down first.
@@ -232,7 +229,7 @@ func shrinks(old, res *runtimeapi.LinuxContainerResources) bool {
 // updateSandboxContainer gives the sandbox container the pod's new
 // totals, as SandboxSpec gave them at create, and returns the undo that
 // puts back the values its config.json held.
-func (s *Server) updateSandboxContainer(ctx context.Context, rt runtime.Runtime, rec sandbox.Record, res *runtimeapi.LinuxContainerResources) (func(context.Context) error, error) {
+func (s *Server) updateSandboxContainer(ctx context.Context, ctl podsandbox.Controller, rec sandbox.Record, res *runtimeapi.LinuxContainerResources) (func(context.Context) error, error) {
 	next := sandboxResources(res.GetCpuShares(), res.GetCpuQuota(), res.GetCpuPeriod(), res.GetMemoryLimitInBytes())
 	if next.CPU == nil && next.Memory == nil {
 		return nil, nil
@@ -241,33 +238,22 @@ func (s *Server) updateSandboxContainer(ctx context.Context, rt runtime.Runtime,
 	if err != nil {
 		return nil, fmt.Errorf("read sandbox spec: %w", err)
 	}
-	prev := previousResources(spec, next)
-	var prevAnn map[string]string
-	upd, isVM := rt.(runtime.SandboxUpdater)
-	if isVM {
-		prevAnn = map[string]string{}
-		for _, k := range []string{annotations.SandboxCPUPeriod, annotations.SandboxCPUQuota, annotations.SandboxCPUShares, annotations.SandboxMemory} {
-			prevAnn[k] = spec.Annotations[k]
-		}
-		ann := map[string]string{
-			annotations.SandboxCPUPeriod: strconv.FormatInt(res.GetCpuPeriod(), 10),
-			annotations.SandboxCPUQuota:  strconv.FormatInt(res.GetCpuQuota(), 10),
-			annotations.SandboxCPUShares: strconv.FormatInt(res.GetCpuShares(), 10),
-			annotations.SandboxMemory:    strconv.FormatInt(res.GetMemoryLimitInBytes(), 10),
-		}
-		err = upd.UpdateSandbox(ctx, rec.ID, next, ann)
-	} else {
-		err = rt.Update(ctx, rec.ID, next)
-	}
+	restore, err := ctl.Update(ctx, podsandbox.UpdateRequest{
+		ID:   rec.ID,
+		Next: next,
+		Prev: previousResources(spec, next),
+		Totals: podsandbox.Totals{
+			CPUPeriod: res.GetCpuPeriod(),
+			CPUQuota:  res.GetCpuQuota(),
+			CPUShares: res.GetCpuShares(),
+			Memory:    res.GetMemoryLimitInBytes(),
+		},
+		Spec: spec,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("update sandbox container: %w", err)
 	}
-	return func(ctx context.Context) error {
-		if isVM {
-			return upd.UpdateSandbox(ctx, rec.ID, prev, prevAnn)
-		}
-		return rt.Update(ctx, rec.ID, prev)
-	}, nil
+	return restore, nil
 }
 
 // sandboxResources are the sandbox container's limits for the pod's

@@ -31,6 +31,7 @@ import (
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/nri"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -407,4 +408,16 @@ func (s *Server) spawnMonitor(ctx context.Context) func(*exec.Cmd) error {
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
 	return s.current().runtimeFor(handler)
+}
+
+// sandboxController is the controller of handler's pods (see
+// internal/podsandbox).
+func (s *Server) sandboxController(handler string) (podsandbox.Controller, error) {
+	return s.current().sandboxController(handler)
+}
+
+// sandboxTraits are what the kind of sandbox handler runs declares; an
+// unknown handler's are the pause container's.
+func (s *Server) sandboxTraits(handler string) podsandbox.Traits {
+	return podsandbox.KindFor(s.current().cfg.Runtimes[handler].Type).Traits()
 }

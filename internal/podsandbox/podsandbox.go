@@ -1,0 +1,261 @@
+// Package podsandbox owns what a pod sandbox is: the thing that holds a
+// pod's shared namespaces for its life, behind one Controller. The server
+// asks a pod's controller, never its handler's type, how to create, start,
+// stop, delete, watch, inspect and resize the sandbox, and reads what differs
+// between kinds from the Traits the controller declares.
+//
+// Two kinds are implemented, both over a runtime handler's
+// runtime.Runtime: the pause container (oci handlers: conmon and runc run
+// the pause program in the pinned namespaces) and the shim sandbox (vm
+// handlers: the shim's sandbox task, a VM or gVisor's sandbox). A pod with
+// no sandbox process at all (podbayd pins IPC/UTS/user namespaces itself
+// and containers join them by path) is a third Controller with its own
+// Traits; see docs/design.md ("Sandbox kinds").
+package podsandbox
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/podbay/podbay/internal/annotations"
+	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/runtime"
+)
+
+// Controller is one pod's sandbox as the server drives it. Calls for the
+// same pod are serialized by the caller (the pod's OpMu).
+type Controller interface {
+	// Traits are what this kind of sandbox declares about itself.
+	Traits() Traits
+	// Create creates the sandbox from opts (its bundle) and returns the
+	// pid of its process, which waits for Start. A failed Create may have
+	// left state: the caller's undo is Delete.
+	Create(ctx context.Context, opts runtime.CreateOptions) (int, error)
+	// Start starts the sandbox's process.
+	Start(ctx context.Context, id string) error
+	// Stop kills the sandbox's process; it holds nothing worth a grace
+	// period.
+	Stop(ctx context.Context, id string) error
+	// Delete removes the sandbox's runtime state; an unknown ID is not an
+	// error.
+	Delete(ctx context.Context, id string) error
+	// Status reports the sandbox's process; an unknown ID gives
+	// errdefs.ErrNotFound.
+	Status(ctx context.Context, id string) (runtime.State, error)
+	// Exited returns the exit status once the sandbox's process has
+	// exited; ok is false before.
+	Exited(id string) (status runtime.ExitStatus, ok bool, err error)
+	// Wait blocks until the sandbox's process has exited, or ctx ends.
+	Wait(ctx context.Context, id string) (runtime.ExitStatus, error)
+	// Update gives the sandbox the pod's new resource totals and returns
+	// the update that puts the previous ones back.
+	Update(ctx context.Context, req UpdateRequest) (undo func(context.Context) error, err error)
+}
+
+// Traits are the properties in which kinds of sandbox differ, named for
+// what the server asks of them.
+type Traits struct {
+	// HostKernel: the pod's processes run on the node's kernel, so a
+	// sysctl the node lacks cannot be set. A VM's guest kernel may have
+	// sysctls the node lacks.
+	HostKernel bool
+	// CreateUsesNetwork: Create reads the pod's configured network (a VM
+	// boots at create and mirrors the namespace's interfaces into it
+	// then), so CNI ADD must finish before Create, never beside it.
+	CreateUsesNetwork bool
+	// TeardownInOrder: the sandbox's teardown touches the network and the
+	// storage (a VM's runtime tears its mirror of the pod's interfaces
+	// down as the VM stops; the shim unmounts under the bundle on
+	// Delete), so StopPodSandbox releases the network, then stops the
+	// sandbox, and leaves Delete and the root filesystem to
+	// RemovePodSandbox, in sequence. Without it (the pause process holds
+	// nothing the network or the storage needs) Stop releases the network
+	// while it stops the sandbox, then deletes it beside its root
+	// filesystem.
+	TeardownInOrder bool
+	// SizedByUpdate: the sandbox itself is sized from the pod's totals by
+	// Update (a VM), so a pod without a cgroup of its own can still be
+	// resized.
+	SizedByUpdate bool
+	// MonitorPerPod: one monitor serves the whole pod (the shim, started
+	// with the sandbox) rather than one per container (conmon); it is
+	// placed as the pod's.
+	MonitorPerPod bool
+	// BoundToInstance: running sandboxes stay connected to the handler's
+	// runtime instance (shims connected to it), so the handler's settings
+	// cannot change while pods use it.
+	BoundToInstance bool
+}
+
+// Monitor names the process that watches this kind's sandbox and
+// containers, as the systemd scopes spell it.
+func (t Traits) Monitor() string {
+	if t.MonitorPerPod {
+		return "shim"
+	}
+	return "conmon"
+}
+
+// UpdateRequest is a resize of a pod's sandbox.
+type UpdateRequest struct {
+	ID string
+	// Next and Prev are the sandbox's limits for the new totals and the
+	// ones they replace (Prev restores).
+	Next, Prev *specs.LinuxResources
+	// Totals are the pod's new totals as the CRI request gave them.
+	Totals Totals
+	// Spec is the sandbox's current config.json (what Prev was read
+	// from).
+	Spec *specs.Spec
+}
+
+// Totals are a pod's resource totals as CRI gives them.
+type Totals struct {
+	CPUPeriod, CPUQuota, CPUShares, Memory int64
+}
+
+// Kind is a kind of sandbox.
+type Kind string
+
+const (
+	// KindPause is the pause container of oci handlers.
+	KindPause Kind = "pause"
+	// KindShim is the shim's sandbox task of vm handlers.
+	KindShim Kind = "shim"
+)
+
+// KindFor is the kind of sandbox a runtime handler of type handlerType
+// (config.TypeOCI, config.TypeVM) runs.
+func KindFor(handlerType string) Kind {
+	if handlerType == config.TypeVM {
+		return KindShim
+	}
+	return KindPause
+}
+
+// Traits are what a kind declares; the same as its controller's.
+func (k Kind) Traits() Traits {
+	switch k {
+	case KindShim:
+		return Traits{
+			CreateUsesNetwork: true,
+			TeardownInOrder:   true,
+			SizedByUpdate:     true,
+			MonitorPerPod:     true,
+			BoundToInstance:   true,
+		}
+	default:
+		return Traits{HostKernel: true}
+	}
+}
+
+// For is the controller of kind over the handler's runtime rt.
+func For(kind Kind, rt runtime.Runtime) Controller {
+	if kind == KindShim {
+		return NewShim(rt)
+	}
+	return NewPause(rt)
+}
+
+// ForHandler is For(KindFor(handlerType), rt).
+func ForHandler(handlerType string, rt runtime.Runtime) Controller {
+	return For(KindFor(handlerType), rt)
+}
+
+// process is what both implemented kinds share: the sandbox is one
+// container of the handler's runtime.
+type process struct {
+	rt runtime.Runtime
+}
+
+func (p process) Create(ctx context.Context, opts runtime.CreateOptions) (int, error) {
+	return p.rt.Create(ctx, opts)
+}
+
+func (p process) Start(ctx context.Context, id string) error { return p.rt.Start(ctx, id) }
+
+func (p process) Stop(ctx context.Context, id string) error {
+	return p.rt.Stop(ctx, id, 0, syscall.SIGKILL)
+}
+
+func (p process) Delete(ctx context.Context, id string) error { return p.rt.Delete(ctx, id) }
+
+func (p process) Status(ctx context.Context, id string) (runtime.State, error) {
+	return p.rt.State(ctx, id)
+}
+
+func (p process) Exited(id string) (runtime.ExitStatus, bool, error) { return p.rt.Exited(id) }
+
+func (p process) Wait(ctx context.Context, id string) (runtime.ExitStatus, error) {
+	return p.rt.Wait(ctx, id)
+}
+
+// pause is the pause container: runc runs the pause program in the pod's
+// pinned namespaces, under conmon, in the pod's cgroup.
+type pause struct{ process }
+
+// NewPause is the pause-container controller over an oci handler's
+// runtime.
+func NewPause(rt runtime.Runtime) Controller { return pause{process{rt}} }
+
+func (pause) Traits() Traits { return KindPause.Traits() }
+
+// Update sets the pause container's cgroup limits.
+func (p pause) Update(ctx context.Context, req UpdateRequest) (func(context.Context) error, error) {
+	if err := p.rt.Update(ctx, req.ID, req.Next); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return p.rt.Update(ctx, req.ID, req.Prev) }, nil
+}
+
+// shim is the shim's sandbox task: the VM (or gVisor's sandbox) the pod's
+// containers run in.
+type shim struct {
+	process
+	// upd is the runtime's sandbox update, when it has one (the shim
+	// runtime does): the VM is sized from the totals it is sent.
+	upd runtime.SandboxUpdater
+}
+
+// NewShim is the shim-sandbox controller over a vm handler's runtime.
+func NewShim(rt runtime.Runtime) Controller {
+	upd, _ := rt.(runtime.SandboxUpdater)
+	return shim{process: process{rt}, upd: upd}
+}
+
+func (shim) Traits() Traits { return KindShim.Traits() }
+
+// sandboxTotalKeys are the annotations a sandbox update carries, as
+// containerd sends them.
+var sandboxTotalKeys = []string{annotations.SandboxCPUPeriod, annotations.SandboxCPUQuota, annotations.SandboxCPUShares, annotations.SandboxMemory}
+
+// Update sends the shim the pod's new totals, with the
+// io.kubernetes.cri.sandbox-* annotations, as containerd does; its undo
+// sends the previous limits and annotations back. A runtime without a
+// sandbox update gets a plain update.
+func (s shim) Update(ctx context.Context, req UpdateRequest) (func(context.Context) error, error) {
+	if s.upd == nil {
+		return pause{s.process}.Update(ctx, req)
+	}
+	prevAnn := make(map[string]string, len(sandboxTotalKeys))
+	for _, k := range sandboxTotalKeys {
+		if req.Spec != nil {
+			prevAnn[k] = req.Spec.Annotations[k]
+		} else {
+			prevAnn[k] = ""
+		}
+	}
+	ann := map[string]string{
+		annotations.SandboxCPUPeriod: strconv.FormatInt(req.Totals.CPUPeriod, 10),
+		annotations.SandboxCPUQuota:  strconv.FormatInt(req.Totals.CPUQuota, 10),
+		annotations.SandboxCPUShares: strconv.FormatInt(req.Totals.CPUShares, 10),
+		annotations.SandboxMemory:    strconv.FormatInt(req.Totals.Memory, 10),
+	}
+	if err := s.upd.UpdateSandbox(ctx, req.ID, req.Next, ann); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return s.upd.UpdateSandbox(ctx, req.ID, req.Prev, prevAnn) }, nil
+}
