@@ -310,3 +310,50 @@ func TestDispatch(t *testing.T) {
 		t.Errorf("Names() = %v", got)
 	}
 }
+
+// limitWriter fails once it has taken n lines, as a closed pipe does for
+// `nmeter ... | head -n1`.
+type limitWriter struct {
+	n     int
+	lines []string
+}
+
+func (w *limitWriter) Write(p []byte) (int, error) {
+	if len(w.lines) >= w.n {
+		return 0, io.ErrClosedPipe
+	}
+	w.lines = append(w.lines, string(p))
+	return len(p), nil
+}
+
+func TestNmeterClock(t *testing.T) {
+	out := &limitWriter{n: 2}
+	var stderr bytes.Buffer
+	before := time.Now()
+	code := Main(Env{Args: []string{"nmeter", "-d0", "%3t|%t|%%"}, Stdout: out, Stderr: &stderr})
+	if code != 0 || stderr.Len() != 0 || len(out.lines) != 2 {
+		t.Fatalf("nmeter -d0: status %d, stderr %q, lines %q", code, stderr.String(), out.lines)
+	}
+	line := strings.TrimSuffix(out.lines[0], "\n")
+	fields := strings.Split(line, "|")
+	if len(fields) != 3 || fields[2] != "%" {
+		t.Fatalf("line %q: want TIME.mmm|TIME|%%", line)
+	}
+	at, err := time.ParseInLocation("15:04:05.000", fields[0], time.Local)
+	if err != nil {
+		t.Fatalf("%q: %v", fields[0], err)
+	}
+	if _, err := time.ParseInLocation("15:04:05", fields[1], time.Local); err != nil {
+		t.Fatalf("%q: %v", fields[1], err)
+	}
+	// Same clock time of day as now, to the second.
+	want := before.Format("15:04:05")
+	if got := at.Format("15:04:05"); got != want && got != time.Now().Format("15:04:05") {
+		t.Errorf("time %s, want about %s", got, want)
+	}
+	for _, bad := range [][]string{{"nmeter", "%c"}, {"nmeter", "-d", "x", "%t"}, {"nmeter"}, {"nmeter", "%"}} {
+		if code, _, _ := run("", bad...); code != 2 {
+			t.Errorf("%q: status %d, want 2", bad, code)
+		}
+	}
+}
