@@ -55,8 +55,8 @@
 #
 # Needs root, runc, conmon, the CNI plugins in /usr/lib/cni, apt-get and
 # dpkg-deb; /var/lib/kubelet must not exist (the framework hardcodes it: one
-# node e2e run per host) and the kubelet's ports 10248, 10250 and 10255 must
-# be free.
+# node e2e run per host) and ports 6443 (the suite's kube-apiserver), 10248,
+# 10250 and 10255 (the kubelet's) must be free.
 set -euo pipefail
 
 # containerd's node e2e CI job (its .github/workflows).
@@ -146,8 +146,8 @@ fi
 for d in "${kubelet_dirs[@]}"; do
 	[ ! -e "$d" ] || die "$d exists: a kubelet runs or ran on this host (the node e2e framework uses /var/lib/kubelet, hardcoded); remove it first"
 done
-for port in 10248 10250 10255; do
-	[ -z "$(ss -Hltn "sport = :$port")" ] || die "port $port (the kubelet's) is in use"
+for port in 6443 10248 10250 10255; do
+	[ -z "$(ss -Hltn "sport = :$port")" ] || die "port $port (the kube-apiserver's or the kubelet's) is in use"
 done
 if ip link show "$bridge" >/dev/null 2>&1; then
 	die "bridge $bridge already exists: another e2e-node.sh is running, or an earlier one leaked it (ip link del $bridge)"
@@ -377,6 +377,15 @@ if ! wait_until 300 "$daemon_pid" crictl_serving; then
 	die "podbayd did not start serving on $sock within 30 s"
 fi
 
+# The suite's default kubelet configuration (hack/make-rules/test-e2e-node.sh),
+# and failCgroupV1: false, without which a v1.35+ kubelet does not start on a
+# cgroup v1 host such as this one.
+{
+	cat "$k8s_dir/test/e2e_node/jenkins/default-kubelet-config.yaml"
+	echo
+	echo 'failCgroupV1: false'
+} >"$tmp/kubelet-config.yaml"
+
 save_sysctls
 keys_before=$tmp/keys-before
 { ls -d /tmp/insecure_test_key* 2>/dev/null || true; } | sort >"$keys_before"
@@ -395,7 +404,7 @@ test_args=(
 	--container-runtime-pid-file="$tmp/podbayd.pid"
 	--prepull-images=false
 	--report-dir="$report_dir"
-	--kubelet-config-file="$k8s_dir/test/e2e_node/jenkins/default-kubelet-config.yaml"
+	--kubelet-config-file="$tmp/kubelet-config.yaml"
 	# No systemd: without these the framework moves every root-cgroup
 	# process into /system, the kubelet into /kubelet.
 	"--kubelet-flags=--kubelet-cgroups= --system-cgroups= --runtime-cgroups="
