@@ -11,7 +11,8 @@
 #     critest-report from tools/; podbayd, podbay-pause, podbay-testimages
 #     and podbay-standin from this checkout.
 #   - The images the specs run are stand-ins (internal/testimage
-#     NodeE2EImages: busybox with nmeter, pgrep and ipcs; the real agnhost;
+#     NodeE2EImages: busybox 1.37.0 built from source with its defconfig,
+#     like the official image's (build_busybox below); the real agnhost;
 #     nginx, nonewprivs, nonroot, ipc-utils, kitten, nautilus, pause) served
 #     by podbay-testimages --node-e2e from a registry on a free loopback
 #     port under their registry.k8s.io names; podbayd's registries.conf
@@ -23,11 +24,11 @@
 #     accept-anything policy.json, all in a temp dir.
 #   - The e2e_node binary starts etcd, kube-apiserver and the namespace
 #     controller itself, then the kubelet from _output/e2e-node/ with
-#     --container-runtime-endpoint=unix://<podbayd's socket>. There is no
-#     systemd-run on PATH here (it must not be: the framework would start the
-#     kubelet as a systemd unit), and --kubelet-cgroups=, --system-cgroups=
-#     and --runtime-cgroups= undo the framework's defaults for a host
-#     without systemd (/kubelet, /system, /docker-daemon: with
+#     --container-runtime-endpoint=unix://<podbayd's socket>. Where systemd
+#     does not run, the suite's PATH leaves systemd-run out (the framework
+#     would start the kubelet as a systemd unit), and --kubelet-cgroups=,
+#     --system-cgroups= and --runtime-cgroups= undo the framework's defaults
+#     for a host without systemd (/kubelet, /system, /docker-daemon: with
 #     systemCgroups=/system the kubelet moves every process of the root
 #     cgroup into /system).
 #
@@ -37,6 +38,8 @@
 # restores the sysctls the kubelet sets at start (vm.overcommit_memory,
 # vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
 # kernel.keys.root_maxkeys, kernel.keys.root_maxbytes), removes the
+# iptables chains it makes (KUBE-FIREWALL, KUBE-KUBELET-CANARY,
+# KUBE-IPTABLES-HINT, IPv4 and IPv6), the
 # kubelet's directories (/var/lib/kubelet, /var/log/pods,
 # /var/log/containers) and cgroups (/kubepods and below), and checks that
 # nothing else is left (hack/lib.sh find_leaks). It prints every spec that
@@ -53,8 +56,8 @@
 # (ginkgo processes), E2E_NODE_TIMEOUT (ginkgo --timeout, default 3h),
 # E2E_NODE_ARGS (extra e2e_node.test flags, split on spaces).
 #
-# Needs root, runc, conmon, the CNI plugins in /usr/lib/cni, apt-get and
-# dpkg-deb; /var/lib/kubelet must not exist (the framework hardcodes it: one
+# Needs root, runc, conmon, the CNI plugins in /usr/lib/cni, apt-get, gcc,
+# make and bzip2 (busybox); /var/lib/kubelet must not exist (the framework hardcodes it: one
 # node e2e run per host) and ports 6443 (the suite's kube-apiserver), 10248,
 # 10250 and 10255 (the kubelet's) must be free.
 set -euo pipefail
@@ -128,21 +131,66 @@ build_k8s() {
 	log "built in $((SECONDS - start)) s"
 }
 
+# build_busybox builds busybox $busybox_version with its defconfig, as the
+# official busybox image is, into $busybox_bin unless it is there. Debian
+# 12's busybox builds (1.35) lack nmeter, which the container lifecycle specs
+# log timestamps with, and their ash drops environment variables whose
+# names are not shell names (a ConfigMap's data-1 through envFrom, which the
+# ConfigMap and Secret env specs print with `sh -c env`); 1.37's passes
+# them on. The source is the upstream release tarball as Debian 13 ships it
+# (busybox's .orig.tar.bz2), fetched with `apt-get source` through a
+# private apt configuration in $2 (the host's sources are left alone; apt
+# checks the signed Sources index) and checked against its sha256.
+busybox_version=1.37.0
+busybox_sha256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
+busybox_bin=$out/busybox-$busybox_version/busybox
+build_busybox() {
+	local work=$1 apt_opts src start
+	[ -x "$busybox_bin" ] && return 0
+	command -v gcc >/dev/null && command -v make >/dev/null && command -v bzip2 >/dev/null ||
+		die "building busybox needs gcc, make and bzip2"
+	start=$SECONDS
+	log "building busybox $busybox_version from source into $(dirname "$busybox_bin")"
+	mkdir -p "$work"/{lists/partial,cache/archives/partial,parts,prefs,src}
+	echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" >"$work/sources.list"
+	apt_opts=(-o Dir::Etc::SourceList="$work/sources.list" -o Dir::Etc::SourceParts="$work/parts"
+		-o Dir::State::Lists="$work/lists" -o Dir::Cache="$work/cache"
+		-o Dir::Etc::Preferences="$work/prefs/none" -o Dir::Etc::PreferencesParts="$work/prefs"
+		-o APT::Sandbox::User=root -q)
+	apt-get "${apt_opts[@]}" update >/dev/null
+	(cd "$work/src" && apt-get "${apt_opts[@]}" source --download-only busybox >/dev/null)
+	src=$(ls "$work/src"/busybox_"$busybox_version".orig.tar.bz2 2>/dev/null) ||
+		die "Debian's busybox source is not $busybox_version any more: $(ls "$work/src")"
+	echo "$busybox_sha256  $src" | sha256sum -c --quiet - || die "$src: sha256 mismatch"
+	tar -xjf "$src" -C "$work"
+	(
+		cd "$work/busybox-$busybox_version"
+		nice -n 19 make defconfig >/dev/null
+		nice -n 19 make -j"$(nproc)" >"$work/build.log" 2>&1 || {
+			tail -n 30 "$work/build.log" >&2
+			exit 1
+		}
+	)
+	mkdir -p "$(dirname "$busybox_bin")"
+	cp "$work/busybox-$busybox_version/busybox" "$busybox_bin.new"
+	mv "$busybox_bin.new" "$busybox_bin"
+	log "busybox built in $((SECONDS - start)) s"
+}
+
 if [ "$build_only" -eq 1 ]; then
 	build_k8s
+	work=$(mktemp -d /tmp/pbe2enode-build.XXXXXX)
+	build_busybox "$work"
+	rm -rf "$work"
 	exit 0
 fi
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (it runs a kubelet, creates network namespaces, a bridge and containers)"
 [[ $nodes =~ ^[1-9][0-9]*$ ]] || die "E2E_NODE_NODES must be a positive integer, got '$nodes'"
-for tool in go runc conmon ip ss iptables-save iptables-restore setsid apt-get dpkg-deb; do
+for tool in go runc conmon ip ss iptables-save iptables-restore setsid apt-get gcc make bzip2 jq; do
 	command -v "$tool" >/dev/null || die "$tool not found in PATH"
 done
 [ -x /usr/lib/cni/bridge ] || die "CNI plugins not found in /usr/lib/cni"
-if command -v systemd-run >/dev/null; then
-	# The framework would run the kubelet as a transient systemd unit.
-	[ -d /run/systemd/system ] || die "systemd-run is on PATH but systemd does not run: the node e2e framework would try to start the kubelet through it"
-fi
 for d in "${kubelet_dirs[@]}"; do
 	[ ! -e "$d" ] || die "$d exists: a kubelet runs or ran on this host (the node e2e framework uses /var/lib/kubelet, hardcoded); remove it first"
 done
@@ -166,7 +214,6 @@ suite_log=$tmp/suite.log
 report=$tmp/report.json
 summary=$tmp/summary.txt
 report_dir=$tmp/report
-busybox_dir=$repo/bin/debian-busybox
 k8s_dir=
 
 daemon_pid=
@@ -192,7 +239,8 @@ remove_all() {
 # suite_pids prints the PIDs of the kubelet and test processes of this run:
 # those whose command line names its socket.
 suite_pids() {
-	grep -laF "unix://$sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 || true
+	# [u]: not grep's own command line.
+	grep -la "[u]nix://$sock" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 || true
 }
 
 # stop_suite_processes stops what the run's e2e_node.test left running (its
@@ -244,6 +292,11 @@ restore_sysctls() {
 remove_kubelet_dirs() {
 	local d mounts
 	for d in "${kubelet_dirs[@]}"; do
+		# The kubelet bind-mounts its root dir on itself (to make it
+		# shared); anything mounted below is a volume left behind.
+		while awk -v d="$d" '$5 == d {found = 1} END {exit !found}' /proc/self/mountinfo; do
+			umount "$d" || break
+		done
 		mounts=$(awk -v d="$d/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r)
 		if [ -n "$mounts" ]; then
 			print_leaks "$(sed 's/^/kubelet mount /' <<<"$mounts")"
@@ -269,6 +322,32 @@ remove_kubelet_cgroups() {
 	fi
 	for c in kubepods kubelet system docker-daemon; do
 		remove_cgroups "/$c"
+	done
+}
+
+# kube_chains prints "<iptables command> <table> <chain>" for every KUBE-*
+# chain on the host, IPv4 and IPv6.
+kube_chains() {
+	local cmd
+	for cmd in iptables ip6tables; do
+		command -v "$cmd-save" >/dev/null || continue
+		"$cmd-save" 2>/dev/null | awk -v cmd="$cmd" '/^\*/ {t = substr($0, 2)} /^:KUBE-/ {print cmd, t, substr($1, 2)}'
+	done | sort
+}
+
+# remove_kubelet_iptables removes the KUBE-* chains the kubelet made during
+# the run (KUBE-FIREWALL, which drops packets to 127.0.0.0/8 from other
+# sources, in INPUT and OUTPUT; KUBE-KUBELET-CANARY; KUBE-IPTABLES-HINT),
+# with the rules that jump to them; not those that were there before.
+remove_kubelet_iptables() {
+	local cmd table chain rule
+	[ -n "${chains_before:-}" ] || return 0
+	comm -13 "$chains_before" <(kube_chains) | while read -r cmd table chain; do
+		"$cmd-save" -t "$table" 2>/dev/null | grep -E -- "^-A [^ ]+ .*-j $chain( |\$)" | while read -r rule; do
+			# shellcheck disable=SC2086 # the rule's words, as iptables-save wrote them
+			eval "$cmd -t $table -D ${rule#-A }" || log "could not delete '$rule' ($cmd, table $table)"
+		done
+		"$cmd" -t "$table" -F "$chain" && "$cmd" -t "$table" -X "$chain" || log "could not remove chain $chain ($cmd, table $table)"
 	done
 }
 
@@ -299,6 +378,7 @@ finish() {
 	[ ! -d "$report_dir" ] || cp "$report_dir"/*.log "$tmp"/ 2>/dev/null
 	remove_kubelet_dirs
 	remove_kubelet_cgroups
+	remove_kubelet_iptables
 	remove_apiserver_files
 
 	clean_run_host "$left"
@@ -340,10 +420,10 @@ log "building podbay and tools into $bin"
 k8s_dir=$(cd "$repo/tools/e2e-node" && GOFLAGS='' go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 [ -d "$k8s_dir/test/e2e_node" ] || die "k8s.io/kubernetes not in the module cache ($k8s_dir)"
 
-fetch_debian_busybox "$busybox_dir" "$tmp/deb"
+build_busybox "$tmp/busybox"
 
 setsid "$bin/podbay-testimages" --node-e2e --listen 127.0.0.1:0 \
-	--busybox "$busybox_dir/bin/busybox" --standin "$bin/podbay-standin" --agnhost "$out/agnhost" \
+	--busybox "$busybox_bin" --standin "$bin/podbay-standin" --agnhost "$out/agnhost" \
 	--k8s-images-dir "$k8s_dir/test/images" --pause-binary "$bin/podbay-pause" \
 	--registries-conf "$registries_conf" >"$tmp/testimages.out" 2>"$tmp/testimages.log" &
 registry_pid=$!
@@ -387,6 +467,8 @@ fi
 } >"$tmp/kubelet-config.yaml"
 
 save_sysctls
+chains_before=$tmp/chains-before
+kube_chains >"$chains_before"
 keys_before=$tmp/keys-before
 { ls -d /tmp/insecure_test_key* 2>/dev/null || true; } | sort >"$keys_before"
 [ -e /var/run/kubernetes ] || run_k8s_made=1
@@ -396,8 +478,9 @@ echo "node e2e: k8s.io/kubernetes $k8s_version ($("$out/kubelet" --version)), po
 echo "focus: $focus"
 echo "skip:  $skip"
 
+# The test binary runs the kubelet found beside it ($out/kubelet): its
+# --k8s-bin-dir is the runner's (run_local.go), not its own.
 test_args=(
-	--k8s-bin-dir="$out"
 	--container-runtime-endpoint="unix://$sock"
 	--image-service-endpoint="unix://$sock"
 	--container-runtime-process-name=podbayd
@@ -412,10 +495,30 @@ test_args=(
 # shellcheck disable=SC2206 # E2E_NODE_ARGS is split on purpose
 test_args+=(${E2E_NODE_ARGS:-})
 
+# The framework starts the kubelet through systemd-run whenever it finds it
+# in PATH; with systemd not running that fails. The suite gets a PATH of
+# its own instead: links to every program of the host's PATH but
+# systemd-run (first found wins, as in a PATH lookup).
+suite_path=$PATH
+if [ ! -d /run/systemd/system ] && command -v systemd-run >/dev/null; then
+	mkdir -p "$tmp/path"
+	IFS=: read -ra path_dirs <<<"$PATH"
+	for d in "${path_dirs[@]}"; do
+		[ -d "$d" ] || continue
+		for f in "$d"/*; do
+			name=${f##*/}
+			[ "$name" != systemd-run ] && [ -x "$f" ] && [ ! -d "$f" ] && [ ! -e "$tmp/path/$name" ] || continue
+			ln -s "$f" "$tmp/path/$name"
+		done
+	done
+	suite_path=$tmp/path
+	log "systemd is not running: the suite runs with a PATH without systemd-run ($suite_path)"
+fi
+
 log "running the node e2e suite; log in $suite_log"
 suite_rc=0
-(cd "$tmp" && "$out/ginkgo" --procs="$nodes" --no-color -v --timeout="$ginkgo_timeout" \
-	--focus="$focus" --skip="$skip" --json-report="$report" \
+(cd "$tmp" && PATH=$suite_path "$out/ginkgo" --procs="$nodes" --no-color -v --timeout="$ginkgo_timeout" \
+	--focus="$focus" --skip="$skip" --output-dir="$tmp" --json-report="${report##*/}" \
 	"$out/e2e_node.test" -- "${test_args[@]}") >"$suite_log" 2>&1 || suite_rc=$?
 log "ginkgo exited with status $suite_rc"
 
@@ -427,7 +530,13 @@ report_rc=0
 "$bin/critest-report" specs "$report" >"$summary" || report_rc=$?
 echo
 head -n -1 "$summary"
-summary_line=$(tail -n 1 "$summary")
+# critest-report counts the specs focus and skip left out as skipped too;
+# the summary counts only the specs that matched (ginkgo's PreRunStats):
+# those that skipped themselves at run time are what is left of them.
+read -r n_passed n_failed _ <<<"$(tail -n 1 "$summary" | tr -d ',' | awk '{print $1, $3}')"
+n_matched=$(jq '[.[].PreRunStats.SpecsThatWillRun] | add' "$report")
+echo "$n_matched specs matched the focus and skip ($(tail -n 1 "$summary" | awk '{print $5}') skipped in all, filtered out included)"
+summary_line="$n_passed passed, $n_failed failed, $((n_matched - n_passed - n_failed)) skipped"
 case $report_rc in
 0) ;;
 1)

@@ -24,8 +24,9 @@
 //		--standin bin/podbay-standin --pause-binary bin/podbay-pause --registries-conf registries.conf
 //
 // With --node-e2e it serves stand-ins for the images of Kubernetes' node e2e
-// suite instead (internal/testimage.NodeE2EImages), the same way; they also
-// want Kubernetes' agnhost, built static (hack/e2e-node.sh):
+// suite instead (internal/testimage.NodeE2EImages), the same way; they want
+// busybox 1.37.0 built from source and Kubernetes' agnhost, built static
+// (hack/e2e-node.sh builds both):
 //
 //	podbay-testimages --node-e2e --listen 127.0.0.1:0 --busybox DIR/bin/busybox \
 //		--standin bin/podbay-standin --agnhost AGNHOST --k8s-images-dir K8S/test/images \

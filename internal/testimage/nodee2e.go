@@ -10,7 +10,7 @@ import (
 // NodeE2EOptions choose the content of NodeE2EImages.
 type NodeE2EOptions struct {
 	// StandIn is a host path to podbay-standin (see CritestOptions), run
-	// as pgrep, ipcs, nmeter, nginx and nnp. Required.
+	// as nginx and nnp. Required.
 	StandIn string
 	// Agnhost is a host path to Kubernetes' agnhost, built static from the
 	// k8s.io/kubernetes module's test/images/agnhost (tools/e2e-node).
@@ -29,12 +29,15 @@ type NodeE2EOptions struct {
 // test/utils/image/manifest.go) runs in its NodeConformance and feature
 // specs, served under their upstream names behind CritestMirrors
 // (k8s/e2e-test-images/busybox:1.37.0-2 for
-// registry.k8s.io/e2e-test-images/busybox:1.37.0-2). Build them on Debian's
-// dynamically linked busybox, as CritestImages.
+// registry.k8s.io/e2e-test-images/busybox:1.37.0-2). Build them on busybox
+// 1.37.0 built with its defconfig, as the upstream image's is
+// (hack/e2e-node.sh builds it from source): Debian 12's busybox 1.35 builds
+// lack nmeter (the container lifecycle specs log `nmeter -d0 '%3t'`
+// timestamps), and their ash drops environment variables whose names are
+// not shell names (data-1=value-1 from a ConfigMap's envFrom, which
+// `sh -c env` must print), which busybox 1.37's passes on.
 //
-//   - e2e-test-images/busybox:1.37.0-2: busybox, plus podbay-standin as
-//     pgrep, ipcs and nmeter (Debian's busybox builds lack all three; the
-//     container lifecycle specs log `nmeter -d0 '%3t'` timestamps).
+//   - e2e-test-images/busybox:1.37.0-2: busybox.
 //   - e2e-test-images/agnhost:2.66.1 and :2.55 (AgnhostPrev): busybox and
 //     the real /agnhost (entrypoint, CMD pause), /agnhost-2, /uploads,
 //     porter's localhost.crt and .key, and upstream's
@@ -46,7 +49,7 @@ type NodeE2EOptions struct {
 //   - e2e-test-images/nonewprivs:1.4: busybox and a setuid-root
 //     /usr/local/bin/nnp, CMD nnp.
 //   - e2e-test-images/nonroot:1.5: busybox, USER 1234.
-//   - e2e-test-images/ipc-utils:1.4: busybox and the ipcs stand-in.
+//   - e2e-test-images/ipc-utils:1.4: busybox (its ipcs).
 //   - pause:3.10.2, as DefaultImages' pause.
 //
 // Not served (their specs fail to pull offline): perl, node-perf/*,
@@ -65,9 +68,6 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 	busybox := Config{Env: []string{DefaultPath}, Cmd: []string{"sh"}}
 	standIn := func(at string, mode fs.FileMode) File {
 		return File{Path: at, HostPath: opts.StandIn, Mode: mode}
-	}
-	link := func(at, to string) File {
-		return File{Path: at, Link: to, Mode: 0o755}
 	}
 	// fromImages is a file of the module's test/images, or nothing.
 	fromImages := func(at, rel string) []File {
@@ -109,14 +109,8 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 		{
 			Repository: e2e("busybox"),
 			Tags:       []string{"1.37.0-2"},
-			Files: []File{
-				standIn("/bin/podbay-standin", 0o755),
-				link("/bin/pgrep", "/bin/podbay-standin"),
-				link("/bin/ipcs", "/bin/podbay-standin"),
-				link("/bin/nmeter", "/bin/podbay-standin"),
-			},
-			Config:    busybox,
-			Platforms: platforms,
+			Config:     busybox,
+			Platforms:  platforms,
 		},
 		agnhost("agnhost", []string{"2.66.1", "2.55"}, nil, "pause"),
 		agnhost("kitten", []string{"1.8"}, picture("kitten"), "test-webserver"),
@@ -155,12 +149,8 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 		{
 			Repository: e2e("ipc-utils"),
 			Tags:       []string{"1.4"},
-			Files: []File{
-				standIn("/bin/podbay-standin", 0o755),
-				link("/usr/bin/ipcs", "/bin/podbay-standin"),
-			},
-			Config:    busybox,
-			Platforms: platforms,
+			Config:     busybox,
+			Platforms:  platforms,
 		},
 		pauseSpec("k8s/pause", []string{"3.10.2"}, opts.PauseBinary),
 	}

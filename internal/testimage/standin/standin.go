@@ -13,10 +13,7 @@
 //   - httpd, the same server as Apache's httpd image, logging a line that
 //     names httpd;
 //   - nnp, which prints "Effective uid: N" as the nonewprivs image's setuid
-//     program does;
-//   - nmeter, busybox's applet reduced to its clock (%t, %3t), which
-//     Kubernetes' node e2e specs log millisecond timestamps with, and which
-//     Debian's busybox builds lack.
+//     program does.
 //
 // Each is only as complete as the specs need; see the applet's doc.
 package standin
@@ -55,12 +52,11 @@ type applet func(Env) int
 // applets are the names the binary answers to. nginx also answers to its
 // own process title ("nginx: master process ...").
 var applets = map[string]applet{
-	"pgrep":  pgrep,
-	"ipcs":   ipcs,
-	"nginx":  nginx,
-	"httpd":  httpd,
-	"nnp":    nnp,
-	"nmeter": nmeter,
+	"pgrep": pgrep,
+	"ipcs":  ipcs,
+	"nginx": nginx,
+	"httpd": httpd,
+	"nnp":   nnp,
 }
 
 // Names returns the applet names, sorted: the links an image makes to the
