@@ -56,13 +56,14 @@
 # (ginkgo processes), E2E_NODE_TIMEOUT (ginkgo --timeout, default 3h),
 # E2E_NODE_ARGS (extra e2e_node.test flags, split on spaces).
 #
-# Needs root, runc, conmon, the CNI plugins in /usr/lib/cni, apt-get, gcc,
-# make and bzip2 (busybox); /var/lib/kubelet must not exist (the framework hardcodes it: one
-# node e2e run per host) and ports 6443 (the suite's kube-apiserver), 10248,
-# 10250 and 10255 (the kubelet's) must be free.
+# Needs root, runc, conmon, the CNI plugins in /usr/lib/cni, jq, and apt-get,
+# gcc, make and bzip2 (for busybox); /var/lib/kubelet must not exist (the
+# framework hardcodes it: one node e2e run per host), and ports 6443 (the
+# suite's kube-apiserver), 10248, 10250 and 10255 (the kubelet's) must be
+# free.
 set -euo pipefail
 
-# containerd's node e2e CI job (its .github/workflows).
+# Focus and skip of containerd's node e2e CI job (issue 27).
 readonly default_focus='\[NodeConformance\]|\[Feature:.+\]|\[Feature\]'
 readonly default_skip='\[Flaky\]|\[Slow\]|\[Serial\]|UserNamespacesSupport|PodLifecycleSleepActionAllowZero|UserNamespacesPodSecurityStandards|KubeletCredentialProviders|LockContention|SCTPConnectivity|\[Alpha\]'
 focus=${E2E_NODE_FOCUS:-$default_focus}
