@@ -10,7 +10,7 @@ import (
 // NodeE2EOptions choose the content of NodeE2EImages.
 type NodeE2EOptions struct {
 	// StandIn is a host path to podbay-standin (see CritestOptions), run
-	// as nginx and nnp. Required.
+	// as nginx, nnp and curl. Required.
 	StandIn string
 	// Agnhost is a host path to Kubernetes' agnhost, built static from the
 	// k8s.io/kubernetes module's test/images/agnhost (tools/e2e-node).
@@ -40,6 +40,7 @@ type NodeE2EOptions struct {
 //   - e2e-test-images/busybox:1.37.0-2: busybox.
 //   - e2e-test-images/agnhost:2.66.1 and :2.55 (AgnhostPrev): busybox and
 //     the real /agnhost (entrypoint, CMD pause), /agnhost-2, /uploads,
+//     curl (the stand-in's: upstream's Alpine base has curl),
 //     porter's localhost.crt and .key, and upstream's
 //     user-defined-in-image (1000) in group-defined-in-image (50000).
 //   - e2e-test-images/kitten:1.8 and nautilus:1.8: agnhost with the
@@ -81,6 +82,9 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 		{Path: "/agnhost", HostPath: opts.Agnhost, Mode: 0o755},
 		{Path: "/agnhost-2", Link: "agnhost", Mode: fs.ModeSymlink | 0o777},
 		{Path: "/uploads", Mode: fs.ModeDir | 0o755},
+		// Upstream's Alpine base has curl, which specs run inside it.
+		standIn("/usr/bin/podbay-standin", 0o755),
+		{Path: "/usr/bin/curl", Link: "/usr/bin/podbay-standin", Mode: 0o755},
 		{Path: "/etc/passwd", Content: []byte(withoutTestAccounts(passwd) + "user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh\n")},
 		{Path: "/etc/group", Content: []byte(withoutTestAccounts(group) + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n")},
 		{Path: "/home/user-defined-in-image", Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000},

@@ -64,6 +64,9 @@ func TestNodeE2EImages(t *testing.T) {
 	if e := files["agnhost"]; e.hdr == nil || e.hdr.Typeflag != tar.TypeReg || e.hdr.Mode&0o111 == 0 {
 		t.Errorf("agnhost /agnhost: %+v", e.hdr)
 	}
+	if e := files["usr/bin/curl"]; e.hdr == nil || e.hdr.Typeflag != tar.TypeLink || e.hdr.Linkname != "usr/bin/podbay-standin" {
+		t.Errorf("agnhost /usr/bin/curl: want a hard link to the stand-in, got %+v", e.hdr)
+	}
 	if g := string(files["etc/group"].data); !strings.Contains(g, "\ngroup-defined-in-image:x:50000:user-defined-in-image\n") {
 		t.Errorf("agnhost /etc/group:\n%s", g)
 	}
