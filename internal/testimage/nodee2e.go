@@ -40,7 +40,8 @@ type NodeE2EOptions struct {
 //   - e2e-test-images/busybox:1.37.0-2: busybox.
 //   - e2e-test-images/agnhost:2.66.1 and :2.55 (AgnhostPrev): busybox and
 //     the real /agnhost (entrypoint, CMD pause), /agnhost-2, /uploads,
-//     curl (the stand-in's: upstream's Alpine base has curl),
+//     curl (the stand-in's) and a /bin/bash that runs busybox's sh
+//     (upstream's Alpine base has both; the specs' scripts are POSIX),
 //     porter's localhost.crt and .key, and upstream's
 //     user-defined-in-image (1000) in group-defined-in-image (50000).
 //   - e2e-test-images/kitten:1.8 and nautilus:1.8: agnhost with the
@@ -85,6 +86,9 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 		// Upstream's Alpine base has curl, which specs run inside it.
 		standIn("/usr/bin/podbay-standin", 0o755),
 		{Path: "/usr/bin/curl", Link: "/usr/bin/podbay-standin", Mode: 0o755},
+		// And bash, which specs run scripts with (/bin/bash -c ...): they
+		// are POSIX, and busybox's ash runs them.
+		{Path: "/bin/bash", Content: []byte("#!/bin/sh\nexec /bin/sh \"$@\"\n"), Mode: 0o755},
 		{Path: "/etc/passwd", Content: []byte(withoutTestAccounts(passwd) + "user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh\n")},
 		{Path: "/etc/group", Content: []byte(withoutTestAccounts(group) + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n")},
 		{Path: "/home/user-defined-in-image", Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000},

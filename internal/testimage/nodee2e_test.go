@@ -67,6 +67,9 @@ func TestNodeE2EImages(t *testing.T) {
 	if e := files["usr/bin/curl"]; e.hdr == nil || e.hdr.Typeflag != tar.TypeLink || e.hdr.Linkname != "usr/bin/podbay-standin" {
 		t.Errorf("agnhost /usr/bin/curl: want a hard link to the stand-in, got %+v", e.hdr)
 	}
+	if b := string(files["bin/bash"].data); b != "#!/bin/sh\nexec /bin/sh \"$@\"\n" {
+		t.Errorf("agnhost /bin/bash: %q", b)
+	}
 	if g := string(files["etc/group"].data); !strings.Contains(g, "\ngroup-defined-in-image:x:50000:user-defined-in-image\n") {
 		t.Errorf("agnhost /etc/group:\n%s", g)
 	}
