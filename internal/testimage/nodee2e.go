@@ -52,10 +52,13 @@ type NodeE2EOptions struct {
 //     /usr/local/bin/nnp, CMD nnp.
 //   - e2e-test-images/nonroot:1.5: busybox, USER 1234.
 //   - e2e-test-images/ipc-utils:1.4: busybox (its ipcs).
+//   - e2e-test-images/glibc-dns-testing:2.1.1 (upstream: Debian with
+//     dnsutils): busybox, whose `hostname -f` (the Hostname of Pod specs)
+//     resolves through the glibc it is linked with.
 //   - pause:3.10.2, as DefaultImages' pause.
 //
 // Not served (their specs fail to pull offline): perl, node-perf/*,
-// resource-consumer, volume/*, glibc-dns-testing, apparmor-loader,
+// resource-consumer, volume/*, apparmor-loader,
 // regression-issue-74839, sample-device-plugin, etcd, the digest-pinned
 // busybox@sha256:a9155b..., and the invalid and private registries' images.
 func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
@@ -152,6 +155,12 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 			Repository: e2e("nonroot"),
 			Tags:       []string{"1.5"},
 			Config:     Config{Env: []string{DefaultPath}, Cmd: []string{"sh"}, User: "1234"},
+			Platforms:  platforms,
+		},
+		{
+			Repository: e2e("glibc-dns-testing"),
+			Tags:       []string{"2.1.1"},
+			Config:     busybox,
 			Platforms:  platforms,
 		},
 		{

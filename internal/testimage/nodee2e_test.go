@@ -21,6 +21,7 @@ var nodeE2ERefs = []string{
 	"registry.k8s.io/e2e-test-images/nonewprivs:1.4",
 	"registry.k8s.io/e2e-test-images/nonroot:1.5",
 	"registry.k8s.io/e2e-test-images/ipc-utils:1.4",
+	"registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1",
 	"registry.k8s.io/pause:3.10.2",
 }
 
