@@ -19,7 +19,8 @@
 #     mirrors registry.k8s.io (and gcr.io, public.ecr.aws, docker.io) to it.
 #     The suite runs with -prepull-images=false: each image is pulled by the
 #     kubelet (ImageStatus first) when a spec needs it.
-#   - podbayd gets its defaults, with its own root, state, CNI network
+#   - podbayd gets its defaults plus a runtime handler "test-handler"
+#     (runc, for the RuntimeClass specs), with its own root, state, CNI network
 #     (bridge pbe2enode0, 10.195.0.0/22), netns_dir, registries.conf and an
 #     accept-anything policy.json, all in a temp dir.
 #   - The e2e_node binary starts etcd, kube-apiserver and the namespace
@@ -446,6 +447,17 @@ timeout: 120
 EOF
 
 write_daemon_config "$state_dir/storage"
+# The runtime handler "test-handler", which the RuntimeClass and PodOverhead
+# specs name (e2eruntimeclass.PreconfiguredRuntimeClassHandler; containerd's
+# CI configures it too): runc, like the default one.
+cat >>"$config" <<EOF
+
+[runtimes.runc]
+path = "runc"
+
+[runtimes.test-handler]
+path = "runc"
+EOF
 write_conflist
 
 setsid "$bin/podbayd" --config "$config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
