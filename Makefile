@@ -188,3 +188,18 @@ critest-vm: deps-test
 
 critest-bench: deps
 	./hack/critest.sh --benchmark
+
+# Kubernetes' node e2e suite (test/e2e_node of k8s.io/kubernetes v1.37.2,
+# built from tools/e2e-node into _output/e2e-node) against a fresh podbayd,
+# offline, with stand-in images and containerd's CI focus and skip: a real
+# kubelet, API server and namespace controller driving pods through the CRI.
+# Prints every spec that did not pass and "N passed, N failed, N skipped"
+# last; leaves the host clean (pods, kubelet dirs and cgroups, sysctls).
+# E2E_NODE_FOCUS / E2E_NODE_SKIP / E2E_NODE_NODES change the run; the first
+# build takes 15-30 minutes on 2 CPUs. Not part of make test.
+.PHONY: test-e2e-node e2e-node-build
+test-e2e-node: deps-test
+	./hack/e2e-node.sh
+
+e2e-node-build:
+	./hack/e2e-node.sh --build-only

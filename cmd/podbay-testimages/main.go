@@ -22,6 +22,15 @@
 //	CGO_ENABLED=0 go build -o bin/podbay-standin ./cmd/podbay-testimages/standin
 //	podbay-testimages --critest --listen 127.0.0.1:0 --busybox DIR/bin/busybox \
 //		--standin bin/podbay-standin --pause-binary bin/podbay-pause --registries-conf registries.conf
+//
+// With --node-e2e it serves stand-ins for the images of Kubernetes' node e2e
+// suite instead (internal/testimage.NodeE2EImages), the same way; they want
+// busybox 1.37.0 built from source and Kubernetes' agnhost, built static
+// (hack/e2e-node.sh builds both):
+//
+//	podbay-testimages --node-e2e --listen 127.0.0.1:0 --busybox DIR/bin/busybox \
+//		--standin bin/podbay-standin --agnhost AGNHOST --k8s-images-dir K8S/test/images \
+//		--pause-binary bin/podbay-pause --registries-conf registries.conf
 package main
 
 import (
@@ -63,6 +72,10 @@ type options struct {
 	critest        bool
 	standIn        string
 	registriesConf string
+
+	nodeE2E   bool
+	agnhost   string
+	imagesDir string
 }
 
 func main() {
@@ -95,8 +108,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.password, "password", "", "the basic-auth `password` (with --username)")
 	fs.BoolVar(&o.verbose, "v", false, "log every request to stderr")
 	fs.BoolVar(&o.critest, "critest", false, "serve stand-ins for critest's images under their upstream names (k8s/..., gcr/..., ecr/..., docker/...) instead of the default set; --prefix is ignored")
-	fs.StringVar(&o.standIn, "standin", "", "static podbay-standin `binary` for the critest images (with --critest)")
-	fs.StringVar(&o.registriesConf, "registries-conf", "", "with --critest, write a registries.conf mirroring critest's registries to this registry into `file` once serving")
+	fs.StringVar(&o.standIn, "standin", "", "static podbay-standin `binary` for the critest or node e2e images (with --critest or --node-e2e)")
+	fs.StringVar(&o.registriesConf, "registries-conf", "", "with --critest or --node-e2e, write a registries.conf mirroring the upstream registries to this registry into `file` once serving")
+	fs.BoolVar(&o.nodeE2E, "node-e2e", false, "serve stand-ins for the images of Kubernetes' node e2e suite under their upstream names instead of the default set (needs --standin and --agnhost)")
+	fs.StringVar(&o.agnhost, "agnhost", "", "static agnhost `binary` (with --node-e2e)")
+	fs.StringVar(&o.imagesDir, "k8s-images-dir", "", "the k8s.io/kubernetes module's test/images `dir`, for agnhost's certificate and the kitten and nautilus pages (with --node-e2e)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -106,18 +122,27 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.password != "" && o.username == "" {
 		return o, errors.New("--password needs --username")
 	}
+	if o.critest && o.nodeE2E {
+		return o, errors.New("--critest and --node-e2e exclude each other")
+	}
 	if o.critest && o.standIn == "" {
 		return o, errors.New("--critest needs --standin")
 	}
-	if !o.critest && (o.standIn != "" || o.registriesConf != "") {
-		return o, errors.New("--standin and --registries-conf go with --critest")
+	if o.nodeE2E && (o.standIn == "" || o.agnhost == "") {
+		return o, errors.New("--node-e2e needs --standin and --agnhost")
+	}
+	if !o.critest && !o.nodeE2E && (o.standIn != "" || o.registriesConf != "") {
+		return o, errors.New("--standin and --registries-conf go with --critest or --node-e2e")
+	}
+	if !o.nodeE2E && (o.agnhost != "" || o.imagesDir != "") {
+		return o, errors.New("--agnhost and --k8s-images-dir go with --node-e2e")
 	}
 	return o, nil
 }
 
 // imageSet returns the specs to serve.
 func imageSet(ctx context.Context, o options, stderr io.Writer) ([]testimage.Spec, error) {
-	if !o.critest {
+	if !o.critest && !o.nodeE2E {
 		return testimage.DefaultImages(testimage.DefaultOptions{Prefix: o.prefix, PauseBinary: o.pauseBinary}), nil
 	}
 	prefers, err := testimage.ShellPrefersApplets(ctx, o.busybox)
@@ -126,6 +151,9 @@ func imageSet(ctx context.Context, o options, stderr io.Writer) ([]testimage.Spe
 	}
 	if prefers {
 		fmt.Fprintf(stderr, "podbay-testimages: warning: the shell of %s runs its own applets before PATH (busybox-static); critest's MaskedPaths spec will fail with these images: use Debian's busybox package\n", o.busybox)
+	}
+	if o.nodeE2E {
+		return testimage.NodeE2EImages(testimage.NodeE2EOptions{StandIn: o.standIn, Agnhost: o.agnhost, ImagesDir: o.imagesDir, PauseBinary: o.pauseBinary})
 	}
 	return testimage.CritestImages(testimage.CritestOptions{StandIn: o.standIn, PauseBinary: o.pauseBinary})
 }

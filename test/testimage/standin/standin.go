@@ -13,7 +13,9 @@
 //   - httpd, the same server as Apache's httpd image, logging a line that
 //     names httpd;
 //   - nnp, which prints "Effective uid: N" as the nonewprivs image's setuid
-//     program does.
+//     program does;
+//   - curl, one HTTP GET, which Kubernetes' e2e specs run inside agnhost
+//     (its upstream image has Alpine's curl).
 //
 // Each is only as complete as the specs need; see the applet's doc.
 package standin
@@ -57,6 +59,7 @@ var applets = map[string]applet{
 	"nginx": nginx,
 	"httpd": httpd,
 	"nnp":   nnp,
+	"curl":  curl,
 }
 
 // Names returns the applet names, sorted: the links an image makes to the

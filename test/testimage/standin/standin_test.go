@@ -3,9 +3,11 @@ package standin
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -297,7 +299,7 @@ func TestDispatch(t *testing.T) {
 	if code, stdout, _ := run("", "podbay-standin", "nnp"); code != 0 || !strings.HasPrefix(stdout, "Effective uid: ") {
 		t.Errorf("podbay-standin nnp: %d %q", code, stdout)
 	}
-	if code, _, stderr := run("", "podbay-standin"); code != 127 || !strings.Contains(stderr, "httpd, ipcs, nginx, nnp, pgrep") {
+	if code, _, stderr := run("", "podbay-standin"); code != 127 || !strings.Contains(stderr, "curl, httpd, ipcs, nginx, nnp, pgrep") {
 		t.Errorf("podbay-standin: %d %q", code, stderr)
 	}
 	if code, _, stderr := run("", "ls", "-l"); code != 127 || !strings.Contains(stderr, `"ls"`) {
@@ -306,7 +308,54 @@ func TestDispatch(t *testing.T) {
 	if code, _, _ := run(""); code != 2 {
 		t.Errorf("no args: %d", code)
 	}
-	if got := Names(); !reflect.DeepEqual(got, []string{"httpd", "ipcs", "nginx", "nnp", "pgrep"}) {
+	if got := Names(); !reflect.DeepEqual(got, []string{"curl", "httpd", "ipcs", "nginx", "nnp", "pgrep"}) {
 		t.Errorf("Names() = %v", got)
+	}
+}
+
+func TestCurl(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/redirect":
+			http.Redirect(w, r, "/hostName", http.StatusFound)
+		case "/hostName":
+			w.Header().Set("X-Test", "yes")
+			fmt.Fprint(w, "pod-1")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	if code, out, errOut := run("", "curl", "-g", "-q", "-s", "--max-time", "15", "--connect-timeout", "1", "http://"+host+"/hostName"); code != 0 || out != "pod-1" {
+		t.Errorf("GET: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, _ := run("", "curl", "-o", "/dev/null", "-i", "-q", "-s", "-w", "%{http_code}", "--connect-timeout", "1", srv.URL+"/missing"); code != 0 || out != "404" {
+		t.Errorf("-w %%{http_code} of a 404: status %d, stdout %q", code, out)
+	}
+	if code, out, _ := run("", "curl", "-i", "-s", srv.URL+"/hostName"); code != 0 || !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\n") || !strings.Contains(out, "X-Test: yes\r\n") || !strings.HasSuffix(out, "\r\n\r\npod-1") {
+		t.Errorf("-i: status %d, stdout %q", code, out)
+	}
+	if _, out, _ := run("", "curl", "-s", "-w", "%{http_code}", srv.URL+"/redirect"); out != "<a href=\"/hostName\">Found</a>.\n\n302" {
+		t.Errorf("no -L: stdout %q", out)
+	}
+	if _, out, _ := run("", "curl", "-sL", srv.URL+"/redirect"); out != "pod-1" {
+		t.Errorf("-L: stdout %q", out)
+	}
+	// Nothing listens on a port just closed.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if code, _, _ := run("", "curl", "-s", "http://"+addr+"/"); code != 7 {
+		t.Errorf("refused: status %d, want 7", code)
+	}
+	for _, bad := range [][]string{{"curl"}, {"curl", "-X", "POST", srv.URL}, {"curl", "--max-time"}} {
+		if code, _, _ := run("", bad...); code != 2 {
+			t.Errorf("%q: status %d, want 2", bad, code)
+		}
 	}
 }
