@@ -10,7 +10,7 @@
 #     that module's go.mod or go.sum is newer than them; crictl and
 #     critest-report from tools/; podbayd, podbay-pause, podbay-testimages
 #     and podbay-standin from this checkout.
-#   - The images the specs run are stand-ins (internal/testimage
+#   - The images the specs run are stand-ins (test/testimage
 #     NodeE2EImages: busybox 1.37.0 built from source with its defconfig,
 #     like the official image's (build_busybox below); the real agnhost;
 #     nginx, nonewprivs, nonroot, ipc-utils, kitten, nautilus, pause) served

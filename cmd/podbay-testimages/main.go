@@ -24,7 +24,7 @@
 //		--standin bin/podbay-standin --pause-binary bin/podbay-pause --registries-conf registries.conf
 //
 // With --node-e2e it serves stand-ins for the images of Kubernetes' node e2e
-// suite instead (internal/testimage.NodeE2EImages), the same way; they want
+// suite instead (test/testimage.NodeE2EImages), the same way; they want
 // busybox 1.37.0 built from source and Kubernetes' agnhost, built static
 // (hack/e2e-node.sh builds both):
 //
