@@ -6,13 +6,15 @@ import (
 	"os"
 	"path/filepath"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
 )
 
 // ContainerStatus reports a container's state, exit code and reason,
-// times, mounts, image and log path; with verbose, its OCI spec and pid.
+// times, mounts, image, log path and current resources; with verbose, its
+// OCI spec and pid.
 func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
 	c, err := s.containers.Get(req.GetContainerId())
 	if err != nil {
@@ -63,6 +65,12 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 			Image:       criImageVolume(m), ImageSubPath: m.ImageSubPath,
 		})
 	}
+	// The container's current limits, as the kubelet's in-place resize
+	// compares them with what it asked for: from the bundle's spec, which
+	// UpdateContainerResources keeps current.
+	if spec := s.specs.get(filepath.Join(rec.Dir, "bundle")); spec != nil {
+		st.Resources = criResources(spec)
+	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.GetVerbose() {
 		info := struct {
@@ -86,4 +94,43 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 		resp.Info = map[string]string{"info": string(b)}
 	}
 	return resp, nil
+}
+
+// criResources reports a spec's cgroup limits as the CRI's
+// ContainerResources (what containerd and CRI-O report): nil when the spec
+// sets none.
+func criResources(spec *specs.Spec) *runtimeapi.ContainerResources {
+	if spec.Linux == nil || spec.Linux.Resources == nil {
+		return nil
+	}
+	r := spec.Linux.Resources
+	lr := &runtimeapi.LinuxContainerResources{Unified: r.Unified}
+	if c := r.CPU; c != nil {
+		if c.Period != nil {
+			lr.CpuPeriod = int64(*c.Period)
+		}
+		if c.Quota != nil {
+			lr.CpuQuota = *c.Quota
+		}
+		if c.Shares != nil {
+			lr.CpuShares = int64(*c.Shares)
+		}
+		lr.CpusetCpus = c.Cpus
+		lr.CpusetMems = c.Mems
+	}
+	if m := r.Memory; m != nil {
+		if m.Limit != nil {
+			lr.MemoryLimitInBytes = *m.Limit
+		}
+		if m.Swap != nil {
+			lr.MemorySwapLimitInBytes = *m.Swap
+		}
+	}
+	if spec.Process != nil && spec.Process.OOMScoreAdj != nil {
+		lr.OomScoreAdj = int64(*spec.Process.OOMScoreAdj)
+	}
+	for _, h := range r.HugepageLimits {
+		lr.HugepageLimits = append(lr.HugepageLimits, &runtimeapi.HugepageLimit{PageSize: h.Pagesize, Limit: h.Limit})
+	}
+	return &runtimeapi.ContainerResources{Linux: lr}
 }

@@ -373,6 +373,50 @@ func TestContainerUpdateResources(t *testing.T) {
 	e.assertNoLeaks(t)
 }
 
+// TestContainerStatusResources: ContainerStatus reports the container's
+// current limits, at create and after UpdateContainerResources, as the
+// kubelet's in-place resize compares them with what it asked for (without
+// them it fills the status from its own allocation, and a pod without a
+// memory request reports one of "0": node e2e's Pod InPlace Resize specs).
+func TestContainerStatusResources(t *testing.T) {
+	e, images := newContainerEnv(t, "busybox")
+	pod := e.runTestPod(t, "status-resources")
+	cfg := containerConfig("main", images.ref("busybox"), ctrMemoryLimit(64<<20), ctrCommand("sleep", "1000"))
+	cfg.Linux.Resources.CpuShares = 256
+	cfg.Linux.Resources.CpuPeriod = 100000
+	cfg.Linux.Resources.CpuQuota = 50000
+	id, _ := e.runContainer(t, pod, cfg)
+
+	check := func(when string, want *runtimeapi.LinuxContainerResources) {
+		t.Helper()
+		st, _ := e.containerStatus(t, id)
+		got := st.GetResources().GetLinux()
+		if got == nil {
+			t.Errorf("%s: ContainerStatus has no resources", when)
+			return
+		}
+		if got.CpuShares != want.CpuShares || got.CpuPeriod != want.CpuPeriod || got.CpuQuota != want.CpuQuota ||
+			got.MemoryLimitInBytes != want.MemoryLimitInBytes {
+			t.Errorf("%s: resources shares %d period %d quota %d memory %d, want %d %d %d %d", when,
+				got.CpuShares, got.CpuPeriod, got.CpuQuota, got.MemoryLimitInBytes,
+				want.CpuShares, want.CpuPeriod, want.CpuQuota, want.MemoryLimitInBytes)
+		}
+	}
+	check("after create", &runtimeapi.LinuxContainerResources{CpuShares: 256, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 64 << 20})
+
+	_, err := e.rt.UpdateContainerResources(rpcCtx(t), &runtimeapi.UpdateContainerResourcesRequest{
+		ContainerId: id,
+		Linux:       &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 << 20, CpuShares: 512, CpuPeriod: 100000, CpuQuota: 150000},
+	})
+	if err != nil {
+		t.Fatalf("UpdateContainerResources: %v", err)
+	}
+	check("after the update", &runtimeapi.LinuxContainerResources{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 150000, MemoryLimitInBytes: 128 << 20})
+
+	e.stopAndRemove(t, pod.id)
+	e.assertNoLeaks(t)
+}
+
 // TestContainerStats: container and pod statistics report CPU, memory,
 // the writable layer and the pod's network, filtered by pod.
 func TestContainerStats(t *testing.T) {
