@@ -42,8 +42,9 @@ type NodeE2EOptions struct {
 //     the real /agnhost (entrypoint, CMD pause), /agnhost-2, /uploads,
 //     curl (the stand-in's) and a /bin/bash that runs busybox's sh
 //     (upstream's Alpine base has both; the specs' scripts are POSIX),
-//     porter's localhost.crt and .key, and upstream's
-//     user-defined-in-image (1000) in group-defined-in-image (50000).
+//     porter's localhost.crt and .key, upstream's
+//     user-defined-in-image (1000) in group-defined-in-image (50000), and
+//     the /etc/os-release of its Alpine base.
 //   - e2e-test-images/kitten:1.8 and nautilus:1.8: agnhost with the
 //     picture and data.json, CMD test-webserver.
 //   - e2e-test-images/nginx:1.27.0-2 and 1.28.0-2: busybox and the nginx
@@ -95,6 +96,9 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 		{Path: "/etc/passwd", Content: []byte(withoutTestAccounts(passwd) + "user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh\n")},
 		{Path: "/etc/group", Content: []byte(withoutTestAccounts(group) + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n")},
 		{Path: "/home/user-defined-in-image", Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000},
+		// Upstream's base's os-release, which the ImageVolume specs read
+		// from kitten mounted as a volume ("Alpine Linux").
+		{Path: "/etc/os-release", Content: []byte(alpineOSRelease), Mode: 0o644},
 	}
 	agnhostFiles = append(agnhostFiles, fromImages("/localhost.crt", "agnhost/porter/localhost.crt")...)
 	agnhostFiles = append(agnhostFiles, fromImages("/localhost.key", "agnhost/porter/localhost.key")...)
@@ -173,3 +177,12 @@ func NodeE2EImages(opts NodeE2EOptions) ([]Spec, error) {
 	}
 	return specs, nil
 }
+
+// alpineOSRelease is the /etc/os-release of Alpine 3.21, agnhost's base.
+const alpineOSRelease = `NAME="Alpine Linux"
+ID=alpine
+VERSION_ID=3.21.3
+PRETTY_NAME="Alpine Linux v3.21"
+HOME_URL="https://alpinelinux.org/"
+BUG_REPORT_URL="https://gitlab.alpinelinux.org/alpine/aports/-/issues"
+`

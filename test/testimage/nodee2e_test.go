@@ -74,6 +74,10 @@ func TestNodeE2EImages(t *testing.T) {
 	if g := string(files["etc/group"].data); !strings.Contains(g, "\ngroup-defined-in-image:x:50000:user-defined-in-image\n") {
 		t.Errorf("agnhost /etc/group:\n%s", g)
 	}
+	// The ImageVolume specs read kitten's os-release through a volume.
+	if r := string(topFiles(t, hostImage(t, built[e2e+"kitten:1.8"]))["etc/os-release"].data); !strings.Contains(r, "Alpine Linux") {
+		t.Errorf("kitten /etc/os-release: %q", r)
+	}
 	if c := bySpec[e2e+"kitten:1.8"].Config.Cmd; !slices.Equal(c, []string{"test-webserver"}) {
 		t.Errorf("kitten cmd %q", c)
 	}
