@@ -73,9 +73,13 @@ type Record struct {
 	// MetaName and Attempt are the CRI metadata.
 	MetaName string `json:"metaName"`
 	Attempt  uint32 `json:"attempt"`
-	// Image is the image ID; ImageRef the reference the kubelet asked for.
-	Image    string `json:"image"`
-	ImageRef string `json:"imageRef"`
+	// Image is the image ID; ImageRef the reference the kubelet asked for
+	// (an ID or a name); UserImage the name in the pod's spec
+	// (ImageSpec.user_specified_image), which ContainerStatus reports when
+	// it still tags the image. Records written before it was added have none.
+	Image     string `json:"image"`
+	ImageRef  string `json:"imageRef"`
+	UserImage string `json:"userImage,omitempty"`
 
 	State      State     `json:"state"`
 	CreatedAt  time.Time `json:"createdAt"`

@@ -133,6 +133,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		Attempt:     cfg.GetMetadata().GetAttempt(),
 		Image:       img.ID,
 		ImageRef:    cfg.GetImage().GetImage(),
+		UserImage:   cfg.GetImage().GetUserSpecifiedImage(),
 		State:       container.StateCreating,
 		CreatedAt:   time.Now(),
 		Labels:      cfg.GetLabels(),

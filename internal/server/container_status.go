@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 
+	"github.com/containers/image/v5/docker/reference"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -52,7 +54,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	}
 	if img, err := s.images.Status(ctx, rec.Image); err == nil && len(img.RepoTags) > 0 {
 		// The kubelet shows the image by name; RepoDigests pin it.
-		st.Image = &runtimeapi.ImageSpec{Image: img.RepoTags[0], ImageRef: imageID(rec.Image)}
+		st.Image = &runtimeapi.ImageSpec{Image: statusImageName(rec, img.RepoTags), ImageRef: imageID(rec.Image)}
 		if len(img.RepoDigests) > 0 {
 			st.ImageRef = img.RepoDigests[0]
 		}
@@ -133,4 +135,21 @@ func criResources(spec *specs.Spec) *runtimeapi.ContainerResources {
 		lr.HugepageLimits = append(lr.HugepageLimits, &runtimeapi.HugepageLimit{PageSize: h.Pagesize, Limit: h.Limit})
 	}
 	return &runtimeapi.ContainerResources{Linux: lr}
+}
+
+// statusImageName is the name ContainerStatus reports for a container's
+// image: the one in the pod's spec when it still tags the image, else its
+// first tag. The kubelet compares it with the pod's spec (a container
+// restarted with a new image must report that image, not another tag of
+// the same content); containerd reports the first tag whatever was asked.
+func statusImageName(rec container.Record, tags []string) string {
+	if rec.UserImage != "" {
+		if named, err := reference.ParseNormalizedNamed(rec.UserImage); err == nil {
+			want := reference.TagNameOnly(named).String()
+			if slices.Contains(tags, want) {
+				return want
+			}
+		}
+	}
+	return tags[0]
 }

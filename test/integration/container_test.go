@@ -417,6 +417,34 @@ func TestContainerStatusResources(t *testing.T) {
 	e.assertNoLeaks(t)
 }
 
+// TestContainerStatusImageName: when one image has two names, each
+// container's status names the image its pod asked for
+// (user_specified_image), as the kubelet compares it with the pod's spec
+// (node e2e: a container restarted with an updated image waits for its
+// status to name that image).
+func TestContainerStatusImageName(t *testing.T) {
+	e, images := newContainerEnv(t, "busybox")
+	other := defaultSpec(t, "test", "busybox")
+	other.Repository = "test/busybox-again"
+	push(t, images.reg, other)
+	otherRef := images.reg.Reference("test/busybox-again:latest")
+	if id := e.pullImage(t, otherRef, nil); id != images.ids["busybox"] {
+		t.Fatalf("the same content under two names has two IDs: %s, %s", id, images.ids["busybox"])
+	}
+	pod := e.runTestPod(t, "image-name")
+	for i, ref := range []string{images.ref("busybox"), otherRef} {
+		cfg := containerConfig(fmt.Sprintf("c%d", i), ref, ctrCommand("sleep", "1000"))
+		// What the kubelet sends: the image's ID, and the pod's name for it.
+		cfg.Image = &runtimeapi.ImageSpec{Image: images.ids["busybox"], UserSpecifiedImage: ref}
+		id, _ := e.runContainer(t, pod, cfg)
+		if st, _ := e.containerStatus(t, id); st.GetImage().GetImage() != ref {
+			t.Errorf("container created from %s: status image %q", ref, st.GetImage().GetImage())
+		}
+	}
+	e.stopAndRemove(t, pod.id)
+	e.assertNoLeaks(t)
+}
+
 // TestContainerStats: container and pod statistics report CPU, memory,
 // the writable layer and the pod's network, filtered by pod.
 func TestContainerStats(t *testing.T) {
