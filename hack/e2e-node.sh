@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # e2e-node.sh runs Kubernetes' node e2e suite (test/e2e_node of
 # k8s.io/kubernetes v1.37.2, the suite SIG Node qualifies container runtimes
-# with) against a fresh podbayd, offline:
+# with) against a fresh podbayd, offline, then the same suite against
+# containerd 2.4 (tools/containerd) on the same machine, network and
+# images, and sets the two side by side:
 #
 #   - ginkgo, the kubelet, e2e_node.test and agnhost come from the
 #     tools/e2e-node module (k8s.io/kubernetes v1.37.2 with its staging
@@ -19,6 +21,11 @@
 #     mirrors registry.k8s.io (and gcr.io, public.ecr.aws, docker.io) to it.
 #     The suite runs with -prepull-images=false: each image is pulled by the
 #     kubelet (ImageStatus first) when a spec needs it.
+#   - containerd and containerd-shim-runc-v2 (the version tools/containerd
+#     pins) are built into _output/containerd/ unless newer than that
+#     module's go.mod and go.sum; containerd runs as containerd's node e2e
+#     job configures it (start_containerd below), with the host's runc, as
+#     podbayd does.
 #   - podbayd gets its defaults plus a runtime handler "test-handler"
 #     (runc, for the RuntimeClass specs), with its own root, state, CNI network
 #     (bridge pbe2enode0, 10.195.0.0/22), netns_dir, registries.conf and an
@@ -34,7 +41,14 @@
 #     cgroup into /system).
 #
 # Focus and skip are containerd's CI job's (FOCUS and SKIP below); ginkgo
-# runs E2E_NODE_NODES processes (default 4). Afterwards it removes every pod,
+# runs E2E_NODE_NODES processes (default 4). The script runs itself once per
+# runtime (--runtime=, one after the other: the framework's kubelet
+# directory is fixed); each run ends as described below, and the last lines
+# are each run's counts and critest-report compare's table: the specs whose
+# outcome differs, with their failures, and those that failed in both. It
+# exits non-zero when podbay failed a spec containerd passed, when a run
+# left anything behind, or (with one runtime) when a spec failed. After
+# each run it removes every pod,
 # container and image through crictl, stops the daemon and the registry,
 # restores the sysctls the kubelet sets at start (vm.overcommit_memory,
 # vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
@@ -53,9 +67,12 @@
 #   ./hack/e2e-node.sh --focus='ConfigMap.*environment' # a slice (the skip still applies)
 #   ./hack/e2e-node.sh --build-only                    # only build the test binaries
 #
-# Env: E2E_NODE_FOCUS, E2E_NODE_SKIP (replace the defaults), E2E_NODE_NODES
-# (ginkgo processes), E2E_NODE_TIMEOUT (ginkgo --timeout, default 3h),
-# E2E_NODE_ARGS (extra e2e_node.test flags, split on spaces).
+# Env: E2E_NODE_RUNTIMES (default "podbay containerd"; "podbay" alone runs
+# only podbayd), E2E_NODE_FOCUS, E2E_NODE_SKIP (replace the defaults),
+# E2E_NODE_NODES (ginkgo processes), E2E_NODE_TIMEOUT (ginkgo --timeout,
+# default 3h), E2E_NODE_FEATURE_GATES (default
+# PodAndContainerStatsFromCRI=true, as containerd's job), E2E_NODE_ARGS (extra
+# e2e_node.test flags, split on spaces).
 #
 # Needs root, runc, conmon, the CNI plugins in /usr/lib/cni, jq, and apt-get,
 # gcc, make and bzip2 (for busybox); /var/lib/kubelet must not exist (the
@@ -71,14 +88,30 @@ focus=${E2E_NODE_FOCUS:-$default_focus}
 skip=${E2E_NODE_SKIP:-$default_skip}
 nodes=${E2E_NODE_NODES:-4}
 ginkgo_timeout=${E2E_NODE_TIMEOUT:-3h}
+runtimes=${E2E_NODE_RUNTIMES:-podbay containerd}
+feature_gates=${E2E_NODE_FEATURE_GATES:-PodAndContainerStatsFromCRI=true}
 build_only=0
+# runtime and results are set when the script runs itself for one runtime.
+runtime=
+results=
 for arg in "$@"; do
 	case "$arg" in
 	--focus=*) focus=${arg#--focus=} ;;
 	--skip=*) skip=${arg#--skip=} ;;
 	--build-only) build_only=1 ;;
+	--runtime=*) runtime=${arg#--runtime=} ;;
+	--results=*) results=${arg#--results=} ;;
 	*)
 		echo "usage: $0 [--focus=REGEXP] [--skip=REGEXP] | --build-only" >&2
+		exit 2
+		;;
+	esac
+done
+for r in $runtimes $runtime; do
+	case "$r" in
+	podbay | containerd) ;;
+	*)
+		echo "$0: unknown runtime '$r' (E2E_NODE_RUNTIMES: podbay, containerd)" >&2
 		exit 2
 		;;
 	esac
@@ -179,12 +212,84 @@ build_busybox() {
 	log "busybox built in $((SECONDS - start)) s"
 }
 
+# build_containerd builds containerd and containerd-shim-runc-v2 (the
+# version tools/containerd pins, 2.4.x) into $ctr_out unless they are newer
+# than that module's go.mod and go.sum; without the graph drivers whose C
+# libraries the host lacks, as containerd's own static builds.
+ctr_out=$repo/_output/containerd
+build_containerd() {
+	local mod=$repo/tools/containerd f stale=0 start
+	for f in containerd containerd-shim-runc-v2; do
+		if [ ! -x "$ctr_out/$f" ] || [ "$mod/go.mod" -nt "$ctr_out/$f" ] || [ "$mod/go.sum" -nt "$ctr_out/$f" ]; then
+			stale=1
+		fi
+	done
+	[ "$stale" -eq 1 ] || return 0
+	start=$SECONDS
+	log "building containerd $(cd "$mod" && GOFLAGS='' go list -m -f '{{.Version}}' github.com/containerd/containerd/v2) into $ctr_out"
+	mkdir -p "$ctr_out"
+	(
+		cd "$mod"
+		export GOFLAGS=
+		nice -n 19 go build -trimpath -tags no_btrfs,no_devmapper,no_zfs,no_aufs -o "$ctr_out/" \
+			github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+	)
+	log "containerd built in $((SECONDS - start)) s"
+}
+
 if [ "$build_only" -eq 1 ]; then
 	build_k8s
+	build_containerd
 	work=$(mktemp -d /tmp/pbe2enode-build.XXXXXX)
 	build_busybox "$work"
 	rm -rf "$work"
 	exit 0
+fi
+
+# Without --runtime the script runs itself once per runtime of
+# E2E_NODE_RUNTIMES, one after the other on this host (each with its own
+# daemon, kubelet and API server, each leaving the host clean), and sets
+# the runs side by side (critest-report compare). It fails when a run
+# failed a spec and it is the only one, when podbay failed a spec
+# containerd passed, or when a run left anything behind.
+if [ -z "$runtime" ]; then
+	build_k8s
+	case " $runtimes " in *" containerd "*) build_containerd ;; esac
+	(cd "$repo/tools" && GOFLAGS='' go build -o "$repo/_output/critest-report" ./cmd/critest-report)
+	results=$(mktemp -d /tmp/pbe2enode-results.XXXXXX)
+	rc=0
+	ran=()
+	for r in $runtimes; do
+		log "=== $r: $(date -u '+%H:%M:%S') ==="
+		r_rc=0
+		"$0" --runtime="$r" --results="$results" --focus="$focus" --skip="$skip" || r_rc=$?
+		if [ ! -f "$results/$r.json" ]; then
+			log "$r: the run wrote no report (status $r_rc)"
+			rc=1
+			continue
+		fi
+		ran+=("$r")
+		if [ "$(cat "$results/$r.clean" 2>/dev/null)" != clean ]; then
+			log "$r: the run did not end clean (see its output above)"
+			rc=1
+		fi
+		# One runtime alone: its failed specs fail the run.
+		[ "$r_rc" -eq 0 ] || [ "$(echo $runtimes | wc -w)" -ne 1 ] || rc=1
+	done
+	echo
+	for r in "${ran[@]}"; do
+		echo "$r: $(cat "$results/$r.summary" 2>/dev/null)"
+	done
+	if [ "${#ran[@]}" -eq 2 ]; then
+		echo
+		cmp_rc=0
+		"$repo/_output/critest-report" compare "${ran[0]}=$results/${ran[0]}.json" "${ran[1]}=$results/${ran[1]}.json" \
+			>"$results/compare.md" || cmp_rc=$?
+		cat "$results/compare.md"
+		[ "$cmp_rc" -eq 0 ] || rc=1
+	fi
+	log "reports, summaries and the comparison are in $results"
+	exit "$rc"
 fi
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (it runs a kubelet, creates network namespaces, a bridge and containers)"
@@ -208,10 +313,22 @@ fi
 
 tmp=$(mktemp -d /tmp/pbe2enode.XXXXXX)
 tmp_paths
+if [ "$runtime" = containerd ]; then
+	# containerd's paths in the temp dir; its leaks are engine_leaks'
+	# (podbay_config unset): netns under its state dir, the shim's runc
+	# root per namespace (k8s.io).
+	sock=$tmp/containerd.sock
+	podbay_config=
+	ctr_root=$tmp/ctr-root
+	ctr_state=$tmp/ctr-state
+	ctr_runc_root=$tmp/ctr-runc
+	runtime_root=$ctr_runc_root/k8s.io
+	netns_dir=$ctr_state/io.containerd.grpc.v1.cri/netns
+	ctr_hosts=$tmp/ctr-hosts.d
+fi
 crictl_conf=$tmp/crictl.yaml
 cgroup_parent=/pbe2enode-${tmp##*.}
 runtime_root=$state_dir/runtimes/runc
-daemon_log=$tmp/podbayd.log
 suite_log=$tmp/suite.log
 report=$tmp/report.json
 summary=$tmp/summary.txt
@@ -367,10 +484,14 @@ remove_apiserver_files() {
 }
 
 finish() {
-	local rc=$? left
+	local rc=$? left spec_failed
 	set +e
 	trap - EXIT INT TERM
 	[ "$rc" -eq 0 ] || failed=1
+	# What failed before this point is the run's (specs, the suite); what
+	# fails below is the cleanup: the run did not end clean.
+	spec_failed=$failed
+	failed=0
 
 	stop_suite_processes
 	left=$(remove_all)
@@ -384,6 +505,17 @@ finish() {
 	remove_apiserver_files
 
 	clean_run_host "$left"
+	if [ "$runtime" = containerd ]; then
+		# libcni's result cache, outside the temp dir for containerd.
+		find /var/lib/cni/results -maxdepth 1 -name "$net_name-*" -print -delete 2>/dev/null |
+			sed 's/^/CNI cache entry left: /' | grep . >&2 && failed=1
+	fi
+	if [ -n "$results" ]; then
+		[ ! -f "$report" ] || cp "$report" "$results/$runtime.json"
+		echo "${summary_line:-no summary}" >"$results/$runtime.summary"
+		if [ "$failed" -eq 0 ]; then echo clean; else echo dirty; fi >"$results/$runtime.clean"
+	fi
+	failed=$((failed | spec_failed))
 
 	[ "$failed" -eq 0 ] || keep_logs pbe2enode-logs "daemon, registry, kubelet and suite" "$report"
 	remove_tmp
@@ -446,11 +578,14 @@ image-endpoint: unix://$sock
 timeout: 120
 EOF
 
-write_daemon_config "$state_dir/storage"
-# The runtime handler "test-handler", which the RuntimeClass and PodOverhead
+write_conflist
+# start_podbayd starts podbayd with its defaults and the run's paths, and the
+# runtime handler "test-handler", which the RuntimeClass and PodOverhead
 # specs name (e2eruntimeclass.PreconfiguredRuntimeClassHandler; containerd's
 # CI configures it too): runc, like the default one.
-cat >>"$config" <<EOF
+start_podbayd() {
+	write_daemon_config "$state_dir/storage"
+	cat >>"$config" <<EOF
 
 [runtimes.runc]
 path = "runc"
@@ -458,16 +593,98 @@ path = "runc"
 [runtimes.test-handler]
 path = "runc"
 EOF
-write_conflist
+	setsid "$bin/podbayd" --config "$config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
+		--registries-conf "$registries_conf" --log-level info >"$daemon_log" 2>&1 &
+	daemon_pid=$!
+}
 
-setsid "$bin/podbayd" --config "$config" --listen "$sock" --root "$root_dir" --state "$state_dir" \
-	--registries-conf "$registries_conf" --log-level info >"$daemon_log" 2>&1 &
-daemon_pid=$!
-echo "$daemon_pid" >"$tmp/podbayd.pid"
+# start_containerd starts containerd 2.4 (tools/containerd) as containerd's
+# node e2e job configures it, on this run's paths and the same conflist:
+# its CRI plugin with io.containerd.runc.v2 and the host's runc for the
+# handlers runc and test-handler, cgroupfs, overlayfs, the pause image the
+# registry serves (registry.k8s.io/pause:3.10.2, its default), the same
+# registry mirrors (hosts.toml), restrict_oom_score_adj (this host lacks
+# CAP_SYS_RESOURCE; podbayd clamps too), NRI off (no socket under
+# /var/run/nri).
+start_containerd() {
+	local r loc rt handlers=
+	# registries.conf maps each registry to a path of the local registry
+	# (registry.k8s.io -> 127.0.0.1:PORT/k8s); hosts.toml says the same.
+	awk '/^prefix = / {gsub(/"/, "", $3); p = $3} /^location = / && p != "" {gsub(/"/, "", $3); print p, $3; p = ""}' "$registries_conf" |
+		while read -r r loc; do
+			mkdir -p "$ctr_hosts/$r"
+			printf 'server = "https://%s"\n\n[host."http://%s/v2/%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n' \
+				"$r" "${loc%%/*}" "${loc#*/}" >"$ctr_hosts/$r/hosts.toml"
+		done
+	[ -f "$ctr_hosts/registry.k8s.io/hosts.toml" ] || die "no registry.k8s.io mirror in $registries_conf"
+	mkdir -p "$ctr_root" "$ctr_state" "$ctr_runc_root" "$tmp/ctr-opt"
+	for rt in runc test-handler; do
+		handlers+="
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'$rt']
+  runtime_type = 'io.containerd.runc.v2'
+  runtime_path = '$ctr_out/containerd-shim-runc-v2'
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'$rt'.options]
+  BinaryName = '$(command -v runc)'
+  Root = '$ctr_runc_root'
+  SystemdCgroup = false
+"
+	done
+	cat >"$tmp/containerd.toml" <<EOF
+version = 3
+root = '$ctr_root'
+state = '$ctr_state'
+disabled_plugins = ['io.containerd.snapshotter.v1.aufs', 'io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.devmapper', 'io.containerd.nri.v1.nri']
+
+[grpc]
+  address = '$sock'
+
+[ttrpc]
+  address = '$sock.ttrpc'
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = '$tmp/ctr-opt'
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = 'registry.k8s.io/pause:3.10.2'
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = '$ctr_hosts'
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+  default_runtime_name = 'runc'
+$handlers
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ['/usr/lib/cni']
+  conf_dir = '$conf_dir'
+  max_conf_num = 1
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+EOF
+	setsid "$ctr_out/containerd" --config "$tmp/containerd.toml" >"$daemon_log" 2>&1 &
+	daemon_pid=$!
+}
+
+daemon_log=$tmp/$runtime.log
+if [ "$runtime" = containerd ]; then
+	shim_sockets_before=$tmp/shim-sockets-before
+	shim_sockets >"$shim_sockets_before"
+	start_containerd
+	runtime_process=containerd
+else
+	start_podbayd
+	runtime_process=podbayd
+fi
+echo "$daemon_pid" >"$tmp/$runtime.pid"
 crictl_serving() { [ -S "$sock" ] && crictl version >/dev/null 2>&1; }
 if ! wait_until 300 "$daemon_pid" crictl_serving; then
 	tail -n 30 "$daemon_log" >&2
-	die "podbayd did not start serving on $sock within 30 s"
+	die "$runtime did not start serving on $sock within 30 s"
 fi
 
 # The suite's default kubelet configuration (hack/make-rules/test-e2e-node.sh),
@@ -487,7 +704,7 @@ keys_before=$tmp/keys-before
 [ -e /var/run/kubernetes ] || run_k8s_made=1
 
 echo "host: $(nproc) CPUs, Linux $(uname -r), $(runc --version | head -n1), $(conmon --version | head -n1)"
-echo "node e2e: k8s.io/kubernetes $k8s_version ($("$out/kubelet" --version)), podbayd $(crictl version 2>/dev/null | awk '/RuntimeVersion/ {print $2}'), images from $(sed -n 's/^# Every registry below is served by the local registry at \(.*\)\.$/\1/p' "$registries_conf"), $nodes ginkgo processes"
+echo "node e2e: k8s.io/kubernetes $k8s_version ($("$out/kubelet" --version)), $runtime $(crictl version 2>/dev/null | awk '/RuntimeVersion/ {print $2}'), images from $(sed -n 's/^# Every registry below is served by the local registry at \(.*\)\.$/\1/p' "$registries_conf"), $nodes ginkgo processes"
 echo "focus: $focus"
 echo "skip:  $skip"
 
@@ -496,14 +713,17 @@ echo "skip:  $skip"
 test_args=(
 	--container-runtime-endpoint="unix://$sock"
 	--image-service-endpoint="unix://$sock"
-	--container-runtime-process-name=podbayd
-	--container-runtime-pid-file="$tmp/podbayd.pid"
+	--container-runtime-process-name="$runtime_process"
+	--container-runtime-pid-file="$tmp/$runtime.pid"
 	--prepull-images=false
 	--report-dir="$report_dir"
 	--kubelet-config-file="$tmp/kubelet-config.yaml"
 	# No systemd: without these the framework moves every root-cgroup
 	# process into /system, the kubelet into /kubelet.
 	"--kubelet-flags=--kubelet-cgroups= --system-cgroups= --runtime-cgroups="
+	# As containerd's node e2e job: the kubelet's pod and container stats
+	# from the CRI (ListPodSandboxStats, ListContainerStats), not cAdvisor.
+	--feature-gates="$feature_gates"
 )
 # shellcheck disable=SC2206 # E2E_NODE_ARGS is split on purpose
 test_args+=(${E2E_NODE_ARGS:-})

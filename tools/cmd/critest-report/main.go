@@ -13,6 +13,14 @@
 // prints, for each *_benchmark_data.json critest -benchmark wrote to DIR
 // (--benchmarking-output-dir), the p50, p95 and maximum of each operation in
 // milliseconds, and the measurements (gmeasure) in the ginkgo report.
+//
+//	critest-report compare NAME=REPORT.json NAME=REPORT.json
+//
+// sets two runs of one suite side by side (hack/e2e-node.sh: podbay and
+// containerd on the same machine): each run's counts and run time, every
+// spec whose outcome differs, with the failure, and the specs that failed
+// in both. The exit status is 1 when the first run failed a spec the
+// second passed, else 0.
 package main
 
 import (
@@ -50,13 +58,15 @@ func (e failedError) Error() string { return fmt.Sprintf("%d unexpected failures
 
 func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: critest-report specs [--allow REGEXP]... REPORT.json | bench DIR [REPORT.json]")
+		return errors.New("usage: critest-report specs [--allow REGEXP]... REPORT.json | bench DIR [REPORT.json] | compare NAME=REPORT.json NAME=REPORT.json")
 	}
 	switch args[0] {
 	case "specs":
 		return specs(args[1:], out)
 	case "bench":
 		return bench(args[1:], out)
+	case "compare":
+		return compare(args[1:], out)
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
