@@ -547,6 +547,7 @@ log "building podbay and tools into $bin"
 (
 	cd "$repo"
 	go build -o "$bin/podbayd" ./cmd/podbayd
+	go build -o "$bin/podbay" ./cmd/podbay
 	go build -o "$bin/podbay-testimages" ./cmd/podbay-testimages
 	CGO_ENABLED=0 go build -ldflags '-s -w' -o "$bin/podbay-pause" ./cmd/podbay-pause
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/podbay-standin" ./cmd/podbay-testimages/standin
@@ -750,9 +751,13 @@ fi
 
 log "running the node e2e suite; log in $suite_log"
 suite_rc=0
-(cd "$tmp" && PATH=$suite_path "$out/ginkgo" --procs="$nodes" --no-color -v --timeout="$ginkgo_timeout" \
+# In the background, waited for: a SIGTERM or SIGINT to this script runs
+# finish at once, which stops the suite's processes (stop_suite_processes;
+# ginkgo's CLI does not pass a signal on to them).
+(cd "$tmp" && PATH=$suite_path exec "$out/ginkgo" --procs="$nodes" --no-color -v --timeout="$ginkgo_timeout" \
 	--focus="$focus" --skip="$skip" --output-dir="$tmp" --json-report="${report##*/}" \
-	"$out/e2e_node.test" -- "${test_args[@]}") >"$suite_log" 2>&1 || suite_rc=$?
+	"$out/e2e_node.test" -- "${test_args[@]}") >"$suite_log" 2>&1 &
+wait $! || suite_rc=$?
 log "ginkgo exited with status $suite_rc"
 
 [ -f "$report" ] || {
