@@ -64,8 +64,8 @@ func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 	if err != nil {
 		return nil, err
 	}
-	cp, ok := rt.(runtime.Checkpointer)
-	if !ok {
+	cp := s.containerCapabilities(rec).Checkpointer
+	if cp == nil {
 		return nil, fmt.Errorf("runtime handler %q cannot checkpoint containers (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", rec.RuntimeHandler, errdefs.ErrNotImplemented)
 	}
 	changes, ok := s.images.(rootfsChanges)

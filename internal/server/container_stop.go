@@ -100,6 +100,20 @@ func (s *Server) runtimeForContainer(rec container.Record) (runtime.Runtime, err
 	return s.runtimeFor(sb.Record().RuntimeHandler)
 }
 
+// containerCapabilities are what the runtime of rec's handler offers
+// beyond runtime.Runtime; none when the handler is unknown.
+func (s *Server) containerCapabilities(rec container.Record) runtime.Capabilities {
+	handler := rec.RuntimeHandler
+	if handler == "" {
+		sb, err := s.index.Get(rec.SandboxID)
+		if err != nil {
+			return runtime.Capabilities{}
+		}
+		handler = sb.Record().RuntimeHandler
+	}
+	return s.current().capabilities(handler)
+}
+
 // ownerRuntime is runtimeForContainer, except that a container whose
 // handler is unknown is looked for in every handler's runtime: the one
 // that knows its ID holds it. When none does, the error wraps

@@ -160,6 +160,8 @@ func (f *fakeRuntime) Create(ctx context.Context, opts runtime.CreateOptions) (i
 }
 
 // ListContainers lists what the fake holds, as runc list does.
+func (f *fakeRuntime) Close() error { return nil }
+
 func (f *fakeRuntime) ListContainers(context.Context) ([]runtime.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -20,11 +20,7 @@ import (
 func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime.State {
 	listed := map[string][]runtime.State{}
 	for name, rt := range s.current().runtimes {
-		l, ok := rt.(runtime.Lister)
-		if !ok {
-			continue
-		}
-		states, err := l.ListContainers(ctx)
+		states, err := rt.ListContainers(ctx)
 		if err != nil {
 			log.G(ctx).Error("list runtime containers", "handler", name, "err", err)
 			continue

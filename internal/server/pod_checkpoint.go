@@ -112,9 +112,9 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 	if err != nil {
 		return nil, err
 	}
-	cp, ok1 := rt.(runtime.Checkpointer)
-	pauser, ok2 := rt.(runtime.Pauser)
-	if !ok1 || !ok2 {
+	caps := s.current().capabilities(sbRec.RuntimeHandler)
+	cp, pauser := caps.Checkpointer, caps.Pauser
+	if cp == nil || pauser == nil {
 		return nil, fmt.Errorf("runtime handler %q cannot checkpoint pods (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", sbRec.RuntimeHandler, errdefs.ErrNotImplemented)
 	}
 	changes, ok := s.images.(rootfsChanges)

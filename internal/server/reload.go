@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"reflect"
 	"slices"
@@ -38,6 +37,32 @@ type liveConfig struct {
 	// that could not be set up, with the reason.
 	runtimes    map[string]runtime.Runtime
 	unavailable map[string]error
+	// caps are what each of runtimes offers beyond runtime.Runtime,
+	// found once when the configuration is made (newLiveConfig,
+	// sealed).
+	caps map[string]runtime.Capabilities
+}
+
+// newLiveConfig returns the configuration of cfg with these handlers.
+func newLiveConfig(cfg *config.Config, runtimes map[string]runtime.Runtime, unavailable map[string]error) *liveConfig {
+	l := &liveConfig{cfg: cfg, runtimes: runtimes, unavailable: unavailable}
+	l.seal()
+	return l
+}
+
+// seal finds the capabilities of the handlers; a configuration is sealed
+// before it is put in effect.
+func (l *liveConfig) seal() {
+	l.caps = make(map[string]runtime.Capabilities, len(l.runtimes))
+	for name, rt := range l.runtimes {
+		l.caps[name] = runtime.CapabilitiesOf(rt)
+	}
+}
+
+// capabilities are what handler's runtime offers beyond runtime.Runtime;
+// none for an unknown handler.
+func (l *liveConfig) capabilities(handler string) runtime.Capabilities {
+	return l.caps[handler]
 }
 
 // current returns the configuration in effect.
@@ -94,6 +119,7 @@ type reloadState struct {
 type runtimeLease struct {
 	handler string
 	rt      runtime.Runtime
+	caps    runtime.Capabilities
 	config  config.Runtime
 	release func()
 }
@@ -119,7 +145,7 @@ func (s *Server) acquireRuntime(requested string) (runtimeLease, error) {
 	s.reload.holds[name]++
 	s.reload.holdMu.Unlock()
 	var once sync.Once
-	return runtimeLease{handler: name, rt: rt, config: cur.cfg.Runtimes[name], release: func() {
+	return runtimeLease{handler: name, rt: rt, caps: cur.capabilities(name), config: cur.cfg.Runtimes[name], release: func() {
 		once.Do(func() {
 			s.reload.holdMu.Lock()
 			defer s.reload.holdMu.Unlock()
@@ -223,6 +249,7 @@ func (s *Server) Reload(ctx context.Context, load func() (*config.ReloadPlan, er
 	a.pauseImage()
 	newNet := a.network()
 
+	a.next.seal()
 	s.live.Store(a.next)
 	if newNet != nil {
 		s.network.(*swapNetwork).set(newNet)
@@ -502,10 +529,8 @@ type pinSetter interface {
 }
 
 func closeRuntime(ctx context.Context, rt runtime.Runtime) {
-	if c, ok := rt.(io.Closer); ok {
-		if err := c.Close(); err != nil {
-			log.G(ctx).Warn("close runtime handler", "err", err)
-		}
+	if err := rt.Close(); err != nil {
+		log.G(ctx).Warn("close runtime handler", "err", err)
 	}
 }
 
@@ -517,9 +542,7 @@ func (s *Server) CloseRuntimes() error {
 	defer s.reload.mu.Unlock()
 	var errs []error
 	for _, rt := range append(slices.Collect(maps.Values(s.current().runtimes)), s.reload.retired...) {
-		if c, ok := rt.(io.Closer); ok {
-			errs = append(errs, c.Close())
-		}
+		errs = append(errs, rt.Close())
 	}
 	s.reload.retired = nil
 	return errors.Join(errs...)

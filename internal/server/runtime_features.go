@@ -7,7 +7,6 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/ocifeatures"
-	"github.com/podbay/podbay/internal/runtime"
 )
 
 // features is what handler supports beyond the baseline. An oci handler
@@ -17,10 +16,7 @@ import (
 // Kata's shim do not answer, and inside a VM the guest's kernel and
 // agent, not the host's runtime, would make the mounts.
 func (l *liveConfig) features(handler string) ocifeatures.Handler {
-	if rt, ok := l.runtimes[handler].(runtime.FeaturesRuntime); ok {
-		return rt.Features()
-	}
-	return ocifeatures.Handler{}
+	return l.capabilities(handler).HandlerFeatures()
 }
 
 // handlerFeatures is the CRI form of a handler's features.

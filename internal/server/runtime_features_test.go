@@ -25,7 +25,7 @@ func (r featuresRuntime) Features() ocifeatures.Handler { return r.f }
 // setFeatures makes the env's "runc" handler report f.
 func (e *testEnv) setFeatures(f ocifeatures.Handler) {
 	cur := e.srv.current()
-	e.srv.live.Store(&liveConfig{cfg: cur.cfg, runtimes: map[string]runtime.Runtime{"runc": featuresRuntime{e.rt, f}}, unavailable: cur.unavailable})
+	e.srv.live.Store(newLiveConfig(cur.cfg, map[string]runtime.Runtime{"runc": featuresRuntime{e.rt, f}}, cur.unavailable))
 }
 
 func TestStatusHandlerFeatures(t *testing.T) {

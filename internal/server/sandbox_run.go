@@ -60,7 +60,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		return nil, err
 	}
 	userNS, _ := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()) // validated above
-	if err := checkUserNamespaceSupport(handler, rt, userNS); err != nil {
+	if err := checkUserNamespaceSupport(handler, lease.caps.HandlerFeatures(), userNS); err != nil {
 		return nil, err
 	}
 	if ctl.Traits().HostKernel {
@@ -286,7 +286,7 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
 func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
-	bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
+	bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,8 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 
 // writeSandboxBundle builds the pause container's spec and writes its
 // bundle; it returns the bundle's directory.
-func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
+// The handler is held by the RunPodSandbox's lease meanwhile.
+func (s *Server) writeSandboxBundle(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
 	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
 	if err != nil {
 		return "", err
@@ -314,7 +315,7 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg 
 		return "", err
 	}
 	bundle := filepath.Join(rec.Dir, "bundle")
-	if err := writeBundle(bundle, spec, rt); err != nil {
+	if err := writeBundle(bundle, spec, s.current().capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
 		return "", err
 	}
 	return bundle, nil

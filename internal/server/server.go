@@ -32,6 +32,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/nri"
 	"github.com/podbay/podbay/internal/podsandbox"
+	"github.com/podbay/podbay/internal/podstats"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -76,6 +77,17 @@ type NetNS interface {
 	Dial(ctx context.Context, path, address string) (net.Conn, error)
 }
 
+// CgroupReader is the host's cgroups as the server uses them: their
+// statistics, processes and OOM kills, and the limits of a pod's own
+// cgroup (UpdatePodSandboxResources); internal/cgroups.Reader implements
+// it.
+type CgroupReader interface {
+	Stats(path string) (*cgroups.Stats, error)
+	Procs(path string) ([]int, error)
+	OOMKills(path string) (uint64, error)
+	SetLimits(path string, l cgroups.Limits) (restore func() error, err error)
+}
+
 // Options are the server's dependencies and settings.
 type Options struct {
 	Config  *config.Config
@@ -91,7 +103,8 @@ type Options struct {
 	Metrics     *metrics.Metrics
 	Failpoints  *failpoint.Set
 	Images      ImageStore
-	// Cgroups reads cgroup statistics; nil disables stats.
+	// Cgroups reads and sizes cgroups; nil disables stats and pod
+	// cgroup limits.
 	Cgroups CgroupReader
 	// Host are the host facts container specs depend on (DetectHost).
 	Host specgen.Host
@@ -142,10 +155,8 @@ type Server struct {
 	cgroups     CgroupReader
 	systemd     *systemd.Manager
 	host        specgen.Host
-	apparmor    *apparmor.Loader // nil: the host has no AppArmor
-	stats       statsCache
-	samples     statsSamples
-	specs       specCache // bundles' specs, for ListPodSandboxMetrics
+	apparmor    *apparmor.Loader    // nil: the host has no AppArmor
+	stats       *podstats.Collector // ContainerStats, PodSandboxStats, metrics
 	pauseBinary string
 	minOOMScore *int
 	index       *sandbox.Index
@@ -218,7 +229,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.eventMetrics = opts.Metrics.NewContainerEvents()
 	s.events = newEventBroadcaster(s.eventMetrics)
-	s.live.Store(&liveConfig{cfg: opts.Config, runtimes: maps.Clone(opts.Runtimes), unavailable: maps.Clone(opts.Unavailable)})
+	s.live.Store(newLiveConfig(opts.Config, maps.Clone(opts.Runtimes), maps.Clone(opts.Unavailable)))
 	s.reload.hooks = opts.Reload
 	if opts.StreamListener != nil {
 		tlsCfg, err := streamTLS(opts.Config)
@@ -240,7 +251,12 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor), grpc.ForceServerCodecV2(execSyncCodec{}))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor, removals: &s.removals})
-	s.startStatsCollector()
+	s.stats = podstats.New(s.statsSources(opts))
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.stats.Run(s.ctx, s.recovered)
+	}()
 	return s, nil
 }
 
@@ -420,4 +436,30 @@ func (s *Server) sandboxController(handler string) (podsandbox.Controller, error
 // unknown handler's are the pause container's.
 func (s *Server) sandboxTraits(handler string) podsandbox.Traits {
 	return podsandbox.KindFor(s.current().cfg.Runtimes[handler].Type).Traits()
+}
+
+// statsSources are what the statistics are read from: the server's
+// indexes, cgroups and image store, and each handler's runtime where it
+// reports its containers' statistics itself.
+func (s *Server) statsSources(opts Options) podstats.Sources {
+	src := podstats.Sources{
+		Sandboxes:        s.index,
+		Containers:       s.containers,
+		TaskOf:           s.statsTask,
+		Rootfs:           opts.Images,
+		StorageRoot:      opts.Config.Image.StorageRoot,
+		SandboxCgroupDir: s.sandboxCgroupDir,
+		PodCgroupDir:     s.podCgroupDir,
+		Period:           time.Duration(opts.Config.StatsCollectPeriod),
+	}
+	if opts.Cgroups != nil { // a nil CgroupReader is no podstats.Cgroups
+		src.Cgroups = opts.Cgroups
+	}
+	return src
+}
+
+// statsTask is the runtime of rec's handler when it reports rec's
+// statistics and processes itself, else nil.
+func (s *Server) statsTask(rec container.Record) runtime.TaskReporter {
+	return s.containerCapabilities(rec).Tasks
 }

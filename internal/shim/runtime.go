@@ -153,9 +153,12 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// The capabilities a vm handler offers beyond runtime.Runtime.
 var (
-	_ runtime.Runtime = (*Runtime)(nil)
-	_ runtime.Lister  = (*Runtime)(nil)
+	_ runtime.Runtime         = (*Runtime)(nil)
+	_ runtime.FeaturesRuntime = (*Runtime)(nil)
+	_ runtime.TaskReporter    = (*Runtime)(nil)
+	_ runtime.SandboxUpdater  = (*Runtime)(nil)
 )
 
 // Runtime drives one shim runtime handler. It is safe for concurrent use;
