@@ -17,7 +17,6 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/store"
@@ -252,12 +251,10 @@ func (s *Server) Reload(ctx context.Context, load func() (*config.ReloadPlan, er
 	a.next.seal()
 	s.live.Store(a.next)
 	if newNet != nil {
-		s.network.(*swapNetwork).set(newNet)
+		s.network.set(newNet)
 	}
-	if imgs, ok := s.images.(registrySetter); ok {
-		c := a.next.cfg.Image
-		imgs.SetRegistries(image.Registries{Conf: c.RegistriesConf, ConfDir: c.RegistriesConfDir, Policy: c.SignaturePolicy})
-	}
+	c := a.next.cfg.Image
+	s.images.SetRegistries(image.Registries{Conf: c.RegistriesConf, ConfDir: c.RegistriesConfDir, Policy: c.SignaturePolicy})
 	if s.reload.hooks.SetLogLevel != nil {
 		s.reload.hooks.SetLogLevel(a.next.cfg.LogLevel)
 	}
@@ -476,11 +473,9 @@ func (a *applier) pauseImage() {
 	if ref == a.old.cfg.PauseImage {
 		return
 	}
-	if imgs, ok := a.s.images.(pinSetter); ok {
-		if err := imgs.SetPinned([]string{ref}); err != nil {
-			a.refuse("pause_image", err.Error())
-			a.next.cfg.PauseImage = a.old.cfg.PauseImage
-		}
+	if err := a.s.images.SetPinned([]string{ref}); err != nil {
+		a.refuse("pause_image", err.Error())
+		a.next.cfg.PauseImage = a.old.cfg.PauseImage
 	}
 }
 
@@ -518,16 +513,6 @@ func (a *applier) network() NetworkManager {
 	return m
 }
 
-// registrySetter and pinSetter are the image store's reloadable settings
-// (image.Store implements them).
-type registrySetter interface {
-	SetRegistries(image.Registries)
-}
-
-type pinSetter interface {
-	SetPinned(refs []string) error
-}
-
 func closeRuntime(ctx context.Context, rt runtime.Runtime) {
 	if err := rt.Close(); err != nil {
 		log.G(ctx).Warn("close runtime handler", "err", err)
@@ -546,35 +531,4 @@ func (s *Server) CloseRuntimes() error {
 	}
 	s.reload.retired = nil
 	return errors.Join(errs...)
-}
-
-// swapNetwork is the server's NetworkManager: a reload replaces the one it
-// delegates to. A call under way finishes on the one it started with.
-type swapNetwork struct {
-	cur atomic.Pointer[networkHolder]
-}
-
-type networkHolder struct{ NetworkManager }
-
-func newSwapNetwork(m NetworkManager) *swapNetwork {
-	n := &swapNetwork{}
-	n.set(m)
-	return n
-}
-
-func (n *swapNetwork) set(m NetworkManager)             { n.cur.Store(&networkHolder{m}) }
-func (n *swapNetwork) get() NetworkManager              { return n.cur.Load().NetworkManager }
-func (n *swapNetwork) Status(ctx context.Context) error { return n.get().Status(ctx) }
-func (n *swapNetwork) UpdatePodCIDR(ctx context.Context, cidr string) error {
-	return n.get().UpdatePodCIDR(ctx, cidr)
-}
-func (n *swapNetwork) Setup(ctx context.Context, att network.Attachment) (*network.Settings, error) {
-	return n.get().Setup(ctx, att)
-}
-func (n *swapNetwork) Teardown(ctx context.Context, att network.Attachment) error {
-	return n.get().Teardown(ctx, att)
-}
-func (n *swapNetwork) Cached() ([]network.CachedAttachment, error) { return n.get().Cached() }
-func (n *swapNetwork) TeardownCached(ctx context.Context, c network.CachedAttachment) error {
-	return n.get().TeardownCached(ctx, c)
 }

@@ -61,6 +61,12 @@ type NetworkManager interface {
 	Teardown(ctx context.Context, att network.Attachment) error
 	Cached() ([]network.CachedAttachment, error)
 	TeardownCached(ctx context.Context, c network.CachedAttachment) error
+	// ConfigInUse is the CNI network configuration in use, for Status's
+	// verbose info.
+	ConfigInUse(ctx context.Context) network.ConfigInUse
+	// ReleaseMasquerade removes the default network's subnet-wide
+	// masquerade (on a clean stop with no pod attached).
+	ReleaseMasquerade(ctx context.Context) error
 }
 
 // NetNS is the pods' network namespaces as the server uses them: pinned at
@@ -146,7 +152,7 @@ type Server struct {
 	live        atomic.Pointer[liveConfig]
 	reload      reloadState
 	db          *store.DB
-	network     NetworkManager
+	network     *swapNetwork // the NetworkManager a reload may replace
 	netns       NetNS
 	metrics     *metrics.Metrics
 	tracer      trace.Tracer // nil: tracing is off

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/podbay/podbay/internal/network"
 )
 
 // statusInfo is Status's verbose info, what `crictl info` prints: each
@@ -44,13 +42,9 @@ func (s *Server) statusInfo(ctx context.Context, cur *liveConfig, last *ReloadRe
 		"unavailableRuntimes": unavailable,
 		"lastReload":          last,
 	}
-	if n, ok := s.network.(*swapNetwork).get().(interface {
-		ConfigInUse(context.Context) network.ConfigInUse
-	}); ok {
-		inUse := n.ConfigInUse(ctx)
-		values["cniconfig"] = inUse
-		values["lastCNILoadStatus"] = inUse.LoadStatus
-	}
+	inUse := s.network.ConfigInUse(ctx)
+	values["cniconfig"] = inUse
+	values["lastCNILoadStatus"] = inUse.LoadStatus
 	info := make(map[string]string, len(values))
 	for k, v := range values {
 		b, err := json.Marshal(v)
