@@ -207,18 +207,6 @@ func (s *Server) holdImageVolumes(ctx context.Context, recs []container.Record) 
 	}
 }
 
-// collectImageVolumes unmounts the image volumes no container holds (a
-// crash between a container's removal and the release of its volumes).
-func (s *Server) collectImageVolumes(ctx context.Context) {
-	unmounted, err := s.images.CollectVolumes(ctx)
-	if err != nil {
-		log.G(ctx).Error("collect image volumes", "err", err)
-	}
-	if len(unmounted) > 0 {
-		log.G(ctx).Info("unmounted image volumes no container holds", "images", unmounted)
-	}
-}
-
 // criImageVolume is the ContainerStatus form of m's image, nil for a host
 // path mount.
 func criImageVolume(m container.Mount) *runtimeapi.ImageSpec {
