@@ -44,7 +44,7 @@ func (s *Server) restoreSourceOf(cfg *runtimeapi.ContainerConfig, handler string
 	if _, err := s.runtimeFor(handler); err != nil {
 		return nil, nil, err
 	}
-	if s.current().capabilities(handler).Restorer == nil {
+	if s.current().Capabilities(handler).Restorer == nil {
 		return nil, nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
 	}
 	meta, rawSpec, err := checkpoint.ReadMeta(archive)

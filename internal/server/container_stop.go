@@ -111,7 +111,7 @@ func (s *Server) containerCapabilities(rec container.Record) runtime.Capabilitie
 		}
 		handler = sb.Record().RuntimeHandler
 	}
-	return s.current().capabilities(handler)
+	return s.current().Capabilities(handler)
 }
 
 // ownerRuntime is runtimeForContainer, except that a container whose
@@ -123,7 +123,7 @@ func (s *Server) ownerRuntime(ctx context.Context, rec container.Record) (runtim
 	if !errors.Is(err, errUnknownHandler) {
 		return rt, err
 	}
-	runtimes := s.current().runtimes
+	runtimes := s.current().Runtimes()
 	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
 		if _, err := runtimes[name].State(ctx, rec.ID); err == nil {
 			return runtimes[name], nil
@@ -143,7 +143,7 @@ func (s *Server) deleteFromRuntime(ctx context.Context, rec container.Record) er
 	if !errors.Is(err, errUnknownHandler) {
 		return err
 	}
-	runtimes := s.current().runtimes
+	runtimes := s.current().Runtimes()
 	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
 		if err := runtimes[name].Delete(ctx, rec.ID); err != nil {
 			return fmt.Errorf("handler %s: %w", name, err)

@@ -112,7 +112,7 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 	if err != nil {
 		return nil, err
 	}
-	caps := s.current().capabilities(sbRec.RuntimeHandler)
+	caps := s.current().Capabilities(sbRec.RuntimeHandler)
 	cp, pauser := caps.Checkpointer, caps.Pauser
 	if cp == nil || pauser == nil {
 		return nil, fmt.Errorf("runtime handler %q cannot checkpoint pods (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", sbRec.RuntimeHandler, errdefs.ErrNotImplemented)

@@ -68,12 +68,12 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 	}
 	handler := req.GetRuntimeHandler()
 	if handler == "" {
-		handler = s.current().cfg.DefaultRuntime
+		handler = s.current().Config().DefaultRuntime
 	}
 	if _, err := s.runtimeFor(handler); err != nil {
 		return nil, err
 	}
-	if s.current().capabilities(handler).Restorer == nil {
+	if s.current().Capabilities(handler).Restorer == nil {
 		return nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
 	}
 	if err := checkpoint.CheckCRIU(ctx, criuPath); err != nil {

@@ -307,7 +307,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		Network:  s.network,
 		NetNS:    s.netns,
 		Images:   s.images,
-		Runtimes: s.current().runtimes,
+		Runtimes: s.current().Runtimes(),
 	}, s.ownedIDs)
 }
 

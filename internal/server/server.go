@@ -14,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -26,6 +25,7 @@ import (
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/failpoint"
+	"github.com/podbay/podbay/internal/live"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
@@ -149,8 +149,8 @@ type Server struct {
 	// cgroup parent, streaming); the reloadable settings and the runtime
 	// handlers are in live (current()).
 	cfg         *config.Config
-	live        atomic.Pointer[liveConfig]
-	reload      reloadState
+	live        *live.State
+	reloadHooks ReloadHooks
 	db          *store.DB
 	network     *swapNetwork // the NetworkManager a reload may replace
 	netns       NetNS
@@ -235,8 +235,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.eventMetrics = opts.Metrics.NewContainerEvents()
 	s.events = newEventBroadcaster(s.eventMetrics)
-	s.live.Store(newLiveConfig(opts.Config, maps.Clone(opts.Runtimes), maps.Clone(opts.Unavailable)))
-	s.reload.hooks = opts.Reload
+	s.live = live.NewState(live.NewConfig(opts.Config, maps.Clone(opts.Runtimes), maps.Clone(opts.Unavailable)))
+	s.reloadHooks = opts.Reload
 	if opts.StreamListener != nil {
 		tlsCfg, err := streamTLS(opts.Config)
 		if err != nil {
@@ -429,19 +429,19 @@ func (s *Server) spawnMonitor(ctx context.Context) func(*exec.Cmd) error {
 }
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
-	return s.current().runtimeFor(handler)
+	return s.current().Runtime(handler)
 }
 
 // sandboxController is the controller of handler's pods (see
 // internal/podsandbox).
 func (s *Server) sandboxController(handler string) (podsandbox.Controller, error) {
-	return s.current().sandboxController(handler)
+	return s.current().SandboxController(handler)
 }
 
 // sandboxTraits are what the kind of sandbox handler runs declares; an
 // unknown handler's are the pause container's.
 func (s *Server) sandboxTraits(handler string) podsandbox.Traits {
-	return podsandbox.KindFor(s.current().cfg.Runtimes[handler].Type).Traits()
+	return podsandbox.KindFor(s.current().Config().Runtimes[handler].Type).Traits()
 }
 
 // statsSources are what the statistics are read from: the server's

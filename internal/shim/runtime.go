@@ -116,8 +116,8 @@ type Config struct {
 
 // Features reports the runtime-spec version of the runtime behind the
 // shim, for the bundles podbay writes (see Config.SpecVersion). Nothing
-// else: a vm handler reports no optional features (see the server's
-// liveConfig.features).
+// else: a vm handler reports no optional features (see
+// live.Config.Features).
 func (r *Runtime) Features() ocifeatures.Handler {
 	return ocifeatures.Handler{SpecVersion: r.cfg.SpecVersion}
 }
