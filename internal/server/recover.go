@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"github.com/podbay/podbay/internal/orphans"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
-	"github.com/podbay/podbay/internal/store"
 )
 
 // recoveryWorkers is how many pods are recovered at once after a restart:
@@ -166,28 +164,6 @@ func runJobs(ctx context.Context, n int, jobs []func(context.Context)) {
 	}
 	close(work)
 	wg.Wait()
-}
-
-// loadRecords decodes every record of a bucket; unreadable ones (an unknown
-// version, bad JSON, a key that is not the record's ID) are quarantined by
-// the store and logged.
-func loadRecords[R any](ctx context.Context, db *store.DB, bucket string, version int, id func(R) string) ([]R, error) {
-	var recs []R
-	bad, err := db.ForEach(bucket, func(r store.Record) error {
-		if r.Version != version {
-			return fmt.Errorf("version %d: %w", r.Version, store.ErrBadRecord)
-		}
-		var rec R
-		if err := json.Unmarshal(r.Data, &rec); err != nil || id(rec) != r.Key {
-			return fmt.Errorf("decode: %v: %w", err, store.ErrBadRecord)
-		}
-		recs = append(recs, rec)
-		return nil
-	})
-	for _, k := range bad {
-		log.G(ctx).Error("quarantined unreadable record", "bucket", bucket, "id", k)
-	}
-	return recs, err
 }
 
 // reconcile checks a published sandbox against the host.

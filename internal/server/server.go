@@ -47,11 +47,6 @@ var Version = "0.1.0-dev"
 // cleanupTimeout bounds each rollback step and each recovery step.
 const cleanupTimeout = 2 * time.Minute
 
-const (
-	sandboxBucket   = "sandboxes"
-	containerBucket = "containers"
-)
-
 // NetworkManager is the pod network as the server uses it; internal/network
 // implements it.
 type NetworkManager interface {
@@ -370,14 +365,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 // hit evaluates a failpoint.
 func (s *Server) hit(ctx context.Context, name string) error {
 	return s.failpoints.Hit(ctx, name)
-}
-
-// save persists a sandbox record.
-func (s *Server) save(rec sandbox.Record) error {
-	if err := s.db.Put(sandboxBucket, rec.ID, sandbox.RecordVersion, rec); err != nil {
-		return fmt.Errorf("persist sandbox %s: %w", rec.ID, err)
-	}
-	return nil
 }
 
 // monitorCgroup is where the per-container monitors live (conmon for oci
