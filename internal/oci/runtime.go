@@ -104,9 +104,14 @@ type Config struct {
 	ExitPollInterval time.Duration
 }
 
+// The capabilities an oci handler offers beyond runtime.Runtime.
 var (
-	_ runtime.Runtime = (*Runtime)(nil)
-	_ runtime.Lister  = (*Runtime)(nil)
+	_ runtime.Runtime         = (*Runtime)(nil)
+	_ runtime.Checkpointer    = (*Runtime)(nil)
+	_ runtime.Restorer        = (*Runtime)(nil)
+	_ runtime.Pauser          = (*Runtime)(nil)
+	_ runtime.FeaturesRuntime = (*Runtime)(nil)
+	_ runtime.MonitorWaiter   = (*Runtime)(nil)
 )
 
 // Runtime drives one runtime handler. It is safe for concurrent use, but

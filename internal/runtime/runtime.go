@@ -16,8 +16,6 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/podbay/podbay/internal/cgroups"
 )
 
 // Runtime is one runtime handler as the server uses it. Calls for the same
@@ -53,19 +51,12 @@ type Runtime interface {
 	Update(ctx context.Context, id string, r *specs.LinuxResources) error
 	// ReopenLog makes the container's log writer reopen its log file.
 	ReopenLog(ctx context.Context, id string) error
-}
-
-// TaskStatsRuntime is a runtime that reports a container's statistics
-// itself: a VM runtime, whose containers' cgroups are inside the VM, where
-// the host cannot read them.
-type TaskStatsRuntime interface {
-	TaskStats(ctx context.Context, id string) (*cgroups.Stats, error)
-}
-
-// Lister is a runtime that lists every container it holds, running or
-// not, each with its ID and bundle (other fields may be unset). The
-// daemon's start-up garbage collection uses it to find the containers no
-// record owns.
-type Lister interface {
+	// ListContainers lists every container the runtime holds, running or
+	// not, each with its ID and bundle (other fields may be unset). The
+	// daemon's start-up garbage collection uses it to find the containers
+	// no record owns.
 	ListContainers(ctx context.Context) ([]State, error)
+	// Close releases what this handler instance holds (the shims'
+	// connections); its containers keep running.
+	Close() error
 }

@@ -7,7 +7,7 @@ import "github.com/podbay/podbay/internal/annotations"
 // (annotations.Allowed). podbay's own keys are written over them by
 // specgen.
 func (s *Server) containerAnnotations(handler string, pod, ctr map[string]string) map[string]string {
-	rc := s.current().cfg.Runtimes[handler]
+	rc := s.current().Config().Runtimes[handler]
 	out := annotations.Allowed(rc.PodAnnotations, pod)
 	for k, v := range annotations.Allowed(rc.ContainerAnnotations, ctr) {
 		out[k] = v

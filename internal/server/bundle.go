@@ -9,14 +9,13 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/atomicfile"
-	"github.com/podbay/podbay/internal/runtime"
 )
 
 // writeBundle writes spec as <dir>/config.json, atomically, declaring
-// the runtime-spec version the handler's runtime implements where it
-// tells one (crun < 1.9 refuses any ociVersion but a 1.0 one).
-func writeBundle(dir string, spec *specs.Spec, rt runtime.Runtime) error {
-	if v := runtimeFeatures(rt).SpecVersion; v != "" {
+// specVersion, the runtime-spec version the handler's runtime implements,
+// where it tells one (crun < 1.9 refuses any ociVersion but a 1.0 one).
+func writeBundle(dir string, spec *specs.Spec, specVersion string) error {
+	if v := specVersion; v != "" {
 		spec.Version = v
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

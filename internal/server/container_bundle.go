@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/podbay/podbay/internal/runtime"
 )
 
 // writeContainerBundle is writeBundle (the spec version the runtime
@@ -19,8 +17,8 @@ import (
 // is then read only for ContainerStatus's verbose info, which skips a
 // spec that is not valid JSON), and a daemon crash loses nothing the
 // kernel has.
-func writeContainerBundle(dir string, spec *specs.Spec, rt runtime.Runtime) error {
-	if v := runtimeFeatures(rt).SpecVersion; v != "" {
+func writeContainerBundle(dir string, spec *specs.Spec, specVersion string) error {
+	if v := specVersion; v != "" {
 		spec.Version = v
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

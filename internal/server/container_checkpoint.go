@@ -18,12 +18,6 @@ import (
 	"github.com/podbay/podbay/internal/runtime"
 )
 
-// rootfsChanges is an image store that lists a container's root
-// filesystem changes (image.Store does).
-type rootfsChanges interface {
-	RootfsChanges(ctx context.Context, id string) ([]checkpoint.Change, error)
-}
-
 // criuPath is the CRIU binary the runtimes run (runc looks up "criu" in
 // PATH); a variable for tests.
 var criuPath = "criu"
@@ -64,13 +58,9 @@ func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 	if err != nil {
 		return nil, err
 	}
-	cp, ok := rt.(runtime.Checkpointer)
-	if !ok {
+	cp := s.containerCapabilities(rec).Checkpointer
+	if cp == nil {
 		return nil, fmt.Errorf("runtime handler %q cannot checkpoint containers (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", rec.RuntimeHandler, errdefs.ErrNotImplemented)
-	}
-	changes, ok := s.images.(rootfsChanges)
-	if !ok {
-		return nil, fmt.Errorf("the image store cannot list root filesystem changes: %w", errdefs.ErrNotImplemented)
 	}
 	if err := checkpoint.CheckCRIU(ctx, criuPath); err != nil {
 		return nil, err
@@ -88,7 +78,7 @@ func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 			log.G(ctx).Warn("remove checkpoint staging dir", "dir", stage, "err", err)
 		}
 	}()
-	if err := s.stageCheckpoint(ctx, cp, changes, rec, stage, time.Duration(req.GetTimeout())*time.Second); err != nil {
+	if err := s.stageCheckpoint(ctx, cp, rec, stage, time.Duration(req.GetTimeout())*time.Second); err != nil {
 		return nil, err
 	}
 	if err := checkpoint.Write(loc, stage); err != nil {
@@ -99,7 +89,7 @@ func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 }
 
 // stageCheckpoint fills stage with what the archive holds.
-func (s *Server) stageCheckpoint(ctx context.Context, cp runtime.Checkpointer, changes rootfsChanges, rec container.Record, stage string, timeout time.Duration) error {
+func (s *Server) stageCheckpoint(ctx context.Context, cp runtime.Checkpointer, rec container.Record, stage string, timeout time.Duration) error {
 	bundle := filepath.Join(rec.Dir, "bundle")
 	raw, err := os.ReadFile(filepath.Join(bundle, "config.json"))
 	if err != nil {
@@ -140,7 +130,7 @@ func (s *Server) stageCheckpoint(ctx context.Context, cp runtime.Checkpointer, c
 	}); err != nil {
 		return err
 	}
-	list, err := changes.RootfsChanges(ctx, rec.ID)
+	list, err := s.images.RootfsChanges(ctx, rec.ID)
 	if err != nil {
 		return fmt.Errorf("list root filesystem changes: %w", err)
 	}

@@ -218,7 +218,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err := s.checkAppArmor(ctx, spec); err != nil {
 		return nil, err
 	}
-	if err := writeContainerBundle(bundle, spec, rt); err != nil {
+	if err := writeContainerBundle(bundle, spec, s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
 		return nil, err
 	}
 	u := spec.Process.User

@@ -35,8 +35,7 @@ func (s *Server) recordExit(ctx context.Context, c *container.Container, st runt
 	if !ok {
 		return
 	}
-	s.forgetStats(rec.CgroupPath)
-	s.forgetStats("task:" + rec.ID)
+	s.stats.Forget(rec)
 	log.G(ctx).Info("container exited", "exitCode", st.Code, "reason", reason)
 	if changed {
 		s.nriContainerStopped(ctx, c)

@@ -30,15 +30,6 @@ import (
 // so that removal (and a restart) releases them; a mount a crash left
 // behind is collected after recovery.
 
-// imageVolumeStore is what image volumes need of the image store;
-// internal/image implements it.
-type imageVolumeStore interface {
-	MountVolume(ctx context.Context, ref, owner string) (mountpoint, imageID string, err error)
-	HoldVolume(ctx context.Context, imageID, owner string) error
-	ReleaseVolumes(ctx context.Context, owner string) error
-	CollectVolumes(ctx context.Context) ([]string, error)
-}
-
 // imageVolumeOptions are added to the bind of an image volume, whose
 // runtime remount would otherwise drop the image mount's own.
 var imageVolumeOptions = []string{"nosuid", "nodev"}
@@ -126,16 +117,12 @@ func (s *Server) mountImageVolumes(ctx context.Context, c *container.Container) 
 	if !slices.ContainsFunc(rec.Mounts, func(m container.Mount) bool { return m.Image != "" }) {
 		return nil
 	}
-	ivs, ok := s.images.(imageVolumeStore)
-	if !ok {
-		return fmt.Errorf("image volumes: the image store cannot mount images: %w", errdefs.ErrNotImplemented)
-	}
 	mounts := slices.Clone(rec.Mounts)
 	for i, m := range mounts {
 		if m.Image == "" {
 			continue
 		}
-		mp, _, err := ivs.MountVolume(ctx, m.Image, c.ID)
+		mp, _, err := s.images.MountVolume(ctx, m.Image, c.ID)
 		if err != nil {
 			return fmt.Errorf("%w: image %s at %s: %w", crierrors.ErrImageVolumeMountFailed, m.ImageRef, m.ContainerPath, err)
 		}
@@ -197,11 +184,7 @@ func imageVolumeMount(m container.Mount, p runtimeapi.MountPropagation) (specgen
 // releaseImageVolumes releases the image volumes container id holds. It is
 // idempotent.
 func (s *Server) releaseImageVolumes(ctx context.Context, id string) error {
-	ivs, ok := s.images.(imageVolumeStore)
-	if !ok {
-		return nil
-	}
-	if err := ivs.ReleaseVolumes(ctx, id); err != nil {
+	if err := s.images.ReleaseVolumes(ctx, id); err != nil {
 		return fmt.Errorf("release image volumes: %w", err)
 	}
 	return nil
@@ -212,35 +195,15 @@ func (s *Server) releaseImageVolumes(ctx context.Context, id string) error {
 // refuses their images, and the collection after recovery leaves their
 // mounts alone.
 func (s *Server) holdImageVolumes(ctx context.Context, recs []container.Record) {
-	ivs, ok := s.images.(imageVolumeStore)
-	if !ok {
-		return
-	}
 	for _, rec := range recs {
 		for _, m := range rec.Mounts {
 			if m.Image == "" {
 				continue
 			}
-			if err := ivs.HoldVolume(ctx, m.Image, rec.ID); err != nil {
+			if err := s.images.HoldVolume(ctx, m.Image, rec.ID); err != nil {
 				log.G(ctx).Warn("image of a container's image volume", "container", rec.ID, "image", m.Image, "err", err)
 			}
 		}
-	}
-}
-
-// collectImageVolumes unmounts the image volumes no container holds (a
-// crash between a container's removal and the release of its volumes).
-func (s *Server) collectImageVolumes(ctx context.Context) {
-	ivs, ok := s.images.(imageVolumeStore)
-	if !ok {
-		return
-	}
-	unmounted, err := ivs.CollectVolumes(ctx)
-	if err != nil {
-		log.G(ctx).Error("collect image volumes", "err", err)
-	}
-	if len(unmounted) > 0 {
-		log.G(ctx).Info("unmounted image volumes no container holds", "images", unmounted)
 	}
 }
 

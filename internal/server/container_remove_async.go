@@ -27,13 +27,6 @@ import (
 // background removals before it removes the pod, and RemoveImage waits
 // for them before it calls an image in use.
 
-// monitorWaiter is a runtime whose containers each have a monitor process
-// (conmon) of their own, which WaitMonitor waits for (and kills after a
-// grace period) once the container has exited.
-type monitorWaiter interface {
-	WaitMonitor(ctx context.Context, id string) error
-}
-
 // containerRemovals are the removals being finished in the background. The
 // zero value is ready to use.
 type containerRemovals struct {
@@ -129,8 +122,7 @@ func (s *Server) removeContainerEarly(ctx context.Context, c *container.Containe
 	if rec.RuntimeCreated {
 		// What TestRemoveMeansGone checks: nothing of the container runs
 		// on once RemoveContainer answers.
-		rt, err := s.runtimeForContainer(rec)
-		if mw, ok := rt.(monitorWaiter); ok && err == nil {
+		if mw := s.containerCapabilities(rec).Monitors; mw != nil {
 			if err := mw.WaitMonitor(ctx, c.ID); err != nil {
 				return fmt.Errorf("remove container: %w", err)
 			}

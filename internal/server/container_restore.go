@@ -41,11 +41,10 @@ func (s *Server) restoreSourceOf(cfg *runtimeapi.ContainerConfig, handler string
 	if !checkpoint.IsArchive(archive) {
 		return nil, cfg, nil
 	}
-	rt, err := s.runtimeFor(handler)
-	if err != nil {
+	if _, err := s.runtimeFor(handler); err != nil {
 		return nil, nil, err
 	}
-	if _, ok := rt.(runtime.Restorer); !ok {
+	if s.current().Capabilities(handler).Restorer == nil {
 		return nil, nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
 	}
 	meta, rawSpec, err := checkpoint.ReadMeta(archive)
@@ -128,8 +127,8 @@ func (s *Server) startOrRestore(ctx context.Context, rt runtime.Runtime, c *cont
 	if rec.RestoreFrom == "" {
 		return rt.Start(ctx, c.ID)
 	}
-	r, ok := rt.(runtime.Restorer)
-	if !ok {
+	r := s.containerCapabilities(rec).Restorer
+	if r == nil {
 		return fmt.Errorf("runtime handler %q cannot restore checkpoints: %w", rec.RuntimeHandler, errdefs.ErrNotImplemented)
 	}
 	cfg := &runtimeapi.ContainerConfig{}

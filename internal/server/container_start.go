@@ -85,10 +85,3 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	s.nriPostStartContainer(ctx, c)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
-
-// saveContainer persists a record where the caller cannot return the error.
-func (s *Server) saveContainer(ctx context.Context, rec container.Record) {
-	if err := s.db.Put(containerBucket, rec.ID, container.RecordVersion, rec); err != nil {
-		log.G(ctx).Error("persist container", "container", rec.ID, "err", err)
-	}
-}

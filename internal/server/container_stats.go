@@ -12,7 +12,7 @@ func (s *Server) ContainerStats(ctx context.Context, req *runtimeapi.ContainerSt
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.containerStats(ctx, c)
+	st, err := s.stats.ContainerStats(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func (s *Server) ListContainerStats(ctx context.Context, req *runtimeapi.ListCon
 			!matchLabels(f.GetLabelSelector(), rec.Labels) {
 			continue
 		}
-		st, err := s.cachedContainerStats(ctx, c)
+		st, err := s.stats.CachedContainerStats(ctx, c)
 		if err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	// The container's current limits, as the kubelet's in-place resize
 	// compares them with what it asked for: from the bundle's spec, which
 	// UpdateContainerResources keeps current.
-	if spec := s.specs.get(filepath.Join(rec.Dir, "bundle")); spec != nil {
+	if spec := s.specs.Get(filepath.Join(rec.Dir, "bundle")); spec != nil {
 		st.Resources = criResources(spec)
 	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}

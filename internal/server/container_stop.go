@@ -100,6 +100,20 @@ func (s *Server) runtimeForContainer(rec container.Record) (runtime.Runtime, err
 	return s.runtimeFor(sb.Record().RuntimeHandler)
 }
 
+// containerCapabilities are what the runtime of rec's handler offers
+// beyond runtime.Runtime; none when the handler is unknown.
+func (s *Server) containerCapabilities(rec container.Record) runtime.Capabilities {
+	handler := rec.RuntimeHandler
+	if handler == "" {
+		sb, err := s.index.Get(rec.SandboxID)
+		if err != nil {
+			return runtime.Capabilities{}
+		}
+		handler = sb.Record().RuntimeHandler
+	}
+	return s.current().Capabilities(handler)
+}
+
 // ownerRuntime is runtimeForContainer, except that a container whose
 // handler is unknown is looked for in every handler's runtime: the one
 // that knows its ID holds it. When none does, the error wraps
@@ -109,7 +123,7 @@ func (s *Server) ownerRuntime(ctx context.Context, rec container.Record) (runtim
 	if !errors.Is(err, errUnknownHandler) {
 		return rt, err
 	}
-	runtimes := s.current().runtimes
+	runtimes := s.current().Runtimes()
 	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
 		if _, err := runtimes[name].State(ctx, rec.ID); err == nil {
 			return runtimes[name], nil
@@ -129,7 +143,7 @@ func (s *Server) deleteFromRuntime(ctx context.Context, rec container.Record) er
 	if !errors.Is(err, errUnknownHandler) {
 		return err
 	}
-	runtimes := s.current().runtimes
+	runtimes := s.current().Runtimes()
 	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
 		if err := runtimes[name].Delete(ctx, rec.ID); err != nil {
 			return fmt.Errorf("handler %s: %w", name, err)

@@ -69,7 +69,7 @@ func detach[T any](s *Server, ctx context.Context, work func(context.Context) (T
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.current().cfg.SandboxTimeout))
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(s.current().Config().SandboxTimeout))
 		defer cancel()
 		// A daemon shutting down abandons the work; its rollback still runs.
 		stop := context.AfterFunc(s.ctx, cancel)

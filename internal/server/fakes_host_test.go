@@ -155,6 +155,9 @@ type fakeCgroups struct {
 	// limitErr fails SetLimits.
 	limits   map[string]cgroups.Limits
 	limitErr error
+	// reader, when set, answers Stats, Procs and OOMKills instead (a
+	// cgroups.Reader on fixture files).
+	reader CgroupReader
 }
 
 func newFakeCgroups() *fakeCgroups {
@@ -177,6 +180,9 @@ func (f *fakeCgroups) set(path string, cpu, mem uint64) {
 func (f *fakeCgroups) Stats(path string) (*cgroups.Stats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.reader != nil {
+		return f.reader.Stats(path)
+	}
 	st, ok := f.stats[path]
 	if !ok {
 		return nil, fmt.Errorf("cgroup %s: %w", path, errdefs.ErrNotFound)
@@ -185,8 +191,30 @@ func (f *fakeCgroups) Stats(path string) (*cgroups.Stats, error) {
 	return &cp, nil
 }
 
+// Procs lists pids.current processes of path, none of which exists: they
+// count, and have no descriptors.
+func (f *fakeCgroups) Procs(path string) ([]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reader != nil {
+		return f.reader.Procs(path)
+	}
+	st, ok := f.stats[path]
+	if !ok {
+		return nil, fmt.Errorf("cgroup %s: %w", path, errdefs.ErrNotFound)
+	}
+	pids := make([]int, st.Pids.Current)
+	for i := range pids {
+		pids[i] = 1<<30 + i
+	}
+	return pids, nil
+}
+
 func (f *fakeCgroups) OOMKills(path string) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.reader != nil {
+		return f.reader.OOMKills(path)
+	}
 	return f.oom[path], nil
 }

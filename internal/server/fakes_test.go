@@ -78,6 +78,9 @@ func (f *fakeNetwork) TeardownCached(ctx context.Context, c network.CachedAttach
 	return f.Teardown(ctx, network.Attachment{ID: c.ID})
 }
 
+func (f *fakeNetwork) ConfigInUse(context.Context) network.ConfigInUse { return network.ConfigInUse{} }
+func (f *fakeNetwork) ReleaseMasquerade(context.Context) error         { return nil }
+
 func (f *fakeNetwork) holding() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -160,6 +163,8 @@ func (f *fakeRuntime) Create(ctx context.Context, opts runtime.CreateOptions) (i
 }
 
 // ListContainers lists what the fake holds, as runc list does.
+func (f *fakeRuntime) Close() error { return nil }
+
 func (f *fakeRuntime) ListContainers(context.Context) ([]runtime.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -417,6 +422,19 @@ func (f *fakeImages) count() int {
 func (f *fakeImages) RootfsUsage(ctx context.Context, id string) (image.FsUsage, error) {
 	return image.FsUsage{UsedBytes: 4096, InodesUsed: 1}, nil
 }
+
+// The fake mounts no image volumes (fakeVolumeImages does): it holds none,
+// so releasing and collecting find nothing.
+func (f *fakeImages) MountVolume(ctx context.Context, ref, owner string) (string, string, error) {
+	return "", "", fmt.Errorf("image volumes: the fake image store cannot mount images: %w", errdefs.ErrNotImplemented)
+}
+func (f *fakeImages) HoldVolume(ctx context.Context, imageID, owner string) error { return nil }
+func (f *fakeImages) ReleaseVolumes(ctx context.Context, owner string) error      { return nil }
+func (f *fakeImages) CollectVolumes(ctx context.Context) ([]string, error)        { return nil, nil }
+
+// The reloadable settings: nothing to apply.
+func (f *fakeImages) SetRegistries(image.Registries) {}
+func (f *fakeImages) SetPinned(refs []string) error  { return nil }
 
 func (f *fakeRuntime) ExecSync(ctx context.Context, id string, opts runtime.ExecOptions) (runtime.ExecResult, error) {
 	f.mu.Lock()

@@ -8,6 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/checkpoint"
 	"github.com/podbay/podbay/internal/image"
 )
 
@@ -24,6 +25,20 @@ type ImageStore interface {
 	RemoveRootfs(ctx context.Context, id string) error
 	Rootfses(ctx context.Context) ([]string, error)
 	RootfsUsage(ctx context.Context, id string) (image.FsUsage, error)
+	// RootfsChanges lists a container's root filesystem changes, for its
+	// checkpoint.
+	RootfsChanges(ctx context.Context, id string) ([]checkpoint.Change, error)
+
+	// The image volumes (container_image_volume.go): an image mounted
+	// read-only for the containers that own it.
+	MountVolume(ctx context.Context, ref, owner string) (mountpoint, imageID string, err error)
+	HoldVolume(ctx context.Context, imageID, owner string) error
+	ReleaseVolumes(ctx context.Context, owner string) error
+	CollectVolumes(ctx context.Context) ([]string, error)
+
+	// The store's reloadable settings (Reload).
+	SetRegistries(image.Registries)
+	SetPinned(refs []string) error
 }
 
 // imageService serves the CRI ImageService on the image store.

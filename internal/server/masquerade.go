@@ -8,21 +8,11 @@ import (
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
-// masqueradeReleaser is the network manager that owns a default network's
-// subnet-wide masquerade (internal/network's Manager).
-type masqueradeReleaser interface {
-	ReleaseMasquerade(ctx context.Context) error
-}
-
 // releaseMasqueradeIfIdle removes podbay's masquerade rules on a clean
 // stop when no sandbox record holds an attached network: pods that keep
 // running across the stop (or whose DEL is still owed) keep their egress,
 // and the next start installs the rules again when it loads the config.
 func (s *Server) releaseMasqueradeIfIdle(ctx context.Context) {
-	m, ok := s.network.(*swapNetwork).get().(masqueradeReleaser)
-	if !ok {
-		return
-	}
 	// Bounded on its own: the shutdown's deadline may be spent already.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -37,7 +27,7 @@ func (s *Server) releaseMasqueradeIfIdle(ctx context.Context) {
 			return
 		}
 	}
-	if err := m.ReleaseMasquerade(ctx); err != nil {
+	if err := s.network.ReleaseMasquerade(ctx); err != nil {
 		log.G(ctx).Warn("remove the pod network's masquerade", "err", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/podstats"
 )
 
 // ListMetricDescriptors describes every metric ListPodSandboxMetrics may
@@ -11,5 +13,5 @@ import (
 // without a descriptor, so the list is the same whatever the host's cgroup
 // version: a metric this host cannot measure is described but not sent.
 func (s *Server) ListMetricDescriptors(ctx context.Context, req *runtimeapi.ListMetricDescriptorsRequest) (*runtimeapi.ListMetricDescriptorsResponse, error) {
-	return &runtimeapi.ListMetricDescriptorsResponse{Descriptors: metricDescriptors()}, nil
+	return &runtimeapi.ListMetricDescriptorsResponse{Descriptors: podstats.Descriptors()}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/quantity"
 )
 
 // Bandwidth limits outside [minBandwidth, maxBandwidth] are refused, the
@@ -54,7 +55,7 @@ func bandwidthRate(podAnnotations map[string]string, key string) (uint64, error)
 	if !ok {
 		return 0, nil
 	}
-	q, err := parseQuantity(s)
+	q, err := quantity.Parse(s)
 	if err != nil {
 		return 0, fmt.Errorf("annotation %s=%q: %w: %w", key, s, errdefs.ErrInvalidArgument, err)
 	}
@@ -62,7 +63,7 @@ func bandwidthRate(podAnnotations map[string]string, key string) (uint64, error)
 		return 0, fmt.Errorf("annotation %s=%q: %w: outside [1k, 1P] bits per second",
 			key, s, errdefs.ErrInvalidArgument)
 	}
-	return ceilInt(q).Uint64(), nil
+	return quantity.Ceil(q).Uint64(), nil
 }
 
 // podDNS is the pod's resolver configuration as the CNI "dns" capability,

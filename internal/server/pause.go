@@ -21,7 +21,7 @@ const pausePullTimeout = time.Minute
 // podbay makes it from its own static pause program, so pods still run.
 func (s *Server) pauseImage(ctx context.Context) (*image.Image, error) {
 	// A reload may change the pause image: new pods use the new one.
-	ref := s.current().cfg.PauseImage
+	ref := s.current().Config().PauseImage
 	ctx = log.With(ctx, "image", ref)
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
@@ -63,7 +63,7 @@ func (s *Server) WarmPauseImage() {
 				log.G(ctx).Error("prepare pause image", "err", err)
 			}
 		} else {
-			log.G(ctx).Info("pause image ready", "image", s.current().cfg.PauseImage, "id", img.ID)
+			log.G(ctx).Info("pause image ready", "image", s.current().Config().PauseImage, "id", img.ID)
 		}
 	}()
 }

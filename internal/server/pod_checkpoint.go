@@ -112,14 +112,10 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 	if err != nil {
 		return nil, err
 	}
-	cp, ok1 := rt.(runtime.Checkpointer)
-	pauser, ok2 := rt.(runtime.Pauser)
-	if !ok1 || !ok2 {
+	caps := s.current().Capabilities(sbRec.RuntimeHandler)
+	cp, pauser := caps.Checkpointer, caps.Pauser
+	if cp == nil || pauser == nil {
 		return nil, fmt.Errorf("runtime handler %q cannot checkpoint pods (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", sbRec.RuntimeHandler, errdefs.ErrNotImplemented)
-	}
-	changes, ok := s.images.(rootfsChanges)
-	if !ok {
-		return nil, fmt.Errorf("the image store cannot list root filesystem changes: %w", errdefs.ErrNotImplemented)
 	}
 	if err := checkpoint.CheckCRIU(ctx, criuPath); err != nil {
 		return nil, err
@@ -148,7 +144,7 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 		}
 	}
 
-	if err := s.capturePod(ctx, pauser, cp, changes, recs, stages); err != nil {
+	if err := s.capturePod(ctx, pauser, cp, recs, stages); err != nil {
 		return nil, err
 	}
 
@@ -186,7 +182,7 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 // stage, then resumes them all; the resume always runs, bound by its own
 // timeout rather than the caller's deadline. A container whose pause
 // failed is resumed too (it may be half frozen).
-func (s *Server) capturePod(ctx context.Context, pauser runtime.Pauser, cp runtime.Checkpointer, changes rootfsChanges, recs []container.Record, stages []string) (retErr error) {
+func (s *Server) capturePod(ctx context.Context, pauser runtime.Pauser, cp runtime.Checkpointer, recs []container.Record, stages []string) (retErr error) {
 	paused := 0
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
@@ -215,7 +211,7 @@ func (s *Server) capturePod(ctx context.Context, pauser runtime.Pauser, cp runti
 				return fmt.Errorf("pod checkpoint: %w", context.DeadlineExceeded)
 			}
 		}
-		if err := s.stageCheckpoint(ctx, cp, changes, rec, stages[i], timeout); err != nil {
+		if err := s.stageCheckpoint(ctx, cp, rec, stages[i], timeout); err != nil {
 			return fmt.Errorf("checkpoint container %s: %w", rec.ID, err)
 		}
 	}

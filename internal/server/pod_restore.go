@@ -17,7 +17,6 @@ import (
 	"github.com/podbay/podbay/internal/checkpoint"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/runtime"
 )
 
 // RestorePod makes a pod sandbox and its containers from a CheckpointPod
@@ -69,13 +68,12 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 	}
 	handler := req.GetRuntimeHandler()
 	if handler == "" {
-		handler = s.current().cfg.DefaultRuntime
+		handler = s.current().Config().DefaultRuntime
 	}
-	rt, err := s.runtimeFor(handler)
-	if err != nil {
+	if _, err := s.runtimeFor(handler); err != nil {
 		return nil, err
 	}
-	if _, ok := rt.(runtime.Restorer); !ok {
+	if s.current().Capabilities(handler).Restorer == nil {
 		return nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
 	}
 	if err := checkpoint.CheckCRIU(ctx, criuPath); err != nil {

@@ -2,20 +2,16 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/netns"
-	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/orphans"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
-	"github.com/podbay/podbay/internal/store"
 )
 
 // recoveryWorkers is how many pods are recovered at once after a restart:
@@ -170,28 +166,6 @@ func runJobs(ctx context.Context, n int, jobs []func(context.Context)) {
 	wg.Wait()
 }
 
-// loadRecords decodes every record of a bucket; unreadable ones (an unknown
-// version, bad JSON, a key that is not the record's ID) are quarantined by
-// the store and logged.
-func loadRecords[R any](ctx context.Context, db *store.DB, bucket string, version int, id func(R) string) ([]R, error) {
-	var recs []R
-	bad, err := db.ForEach(bucket, func(r store.Record) error {
-		if r.Version != version {
-			return fmt.Errorf("version %d: %w", r.Version, store.ErrBadRecord)
-		}
-		var rec R
-		if err := json.Unmarshal(r.Data, &rec); err != nil || id(rec) != r.Key {
-			return fmt.Errorf("decode: %v: %w", err, store.ErrBadRecord)
-		}
-		recs = append(recs, rec)
-		return nil
-	})
-	for _, k := range bad {
-		log.G(ctx).Error("quarantined unreadable record", "bucket", bucket, "id", k)
-	}
-	return recs, err
-}
-
 // reconcile checks a published sandbox against the host.
 func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 	rec := sb.Record()
@@ -300,106 +274,17 @@ func (s *Server) retryInBackground(ctx context.Context, what string, attempt fun
 	}()
 }
 
-// collectGarbage releases podbay-owned resources that no record owns: the
-// runtimes' containers (killed and deleted first) and container dirs, network
-// namespaces named podbay-<id>, CNI attachments in podbay's private libcni
-// cache (which hold IPAM reservations and host rules), root filesystems in
-// podbay's storage, and sandbox dirs.
-//
-// It runs while the daemon serves. What belongs to a pod made meanwhile is
-// safe: the resources are listed first and the records read after, and a
-// pod's record is persisted before any of its resources is made.
+// collectGarbage releases the podbay-owned resources on the host that no
+// record owns (internal/orphans). It runs while the daemon serves.
 func (s *Server) collectGarbage(ctx context.Context) {
-	cached, err := s.network.Cached()
-	if err != nil {
-		log.G(ctx).Error("list cached CNI attachments", "err", err)
-	}
-	namespaces, err := s.netns.List(s.cfg.NetNSDir)
-	if err != nil {
-		log.G(ctx).Error("list network namespaces", "err", err)
-	}
-	rootfses, err := s.images.Rootfses(ctx)
-	if err != nil {
-		log.G(ctx).Error("list root filesystems", "err", err)
-	}
-	dirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "sandboxes"))
-	ctrDirs, _ := os.ReadDir(filepath.Join(s.cfg.Root, "containers"))
-	runtimeIDs := s.listRuntimeContainers(ctx)
-	owned, err := s.ownedIDs()
-	if err != nil {
-		log.G(ctx).Error("garbage collection skipped: read records", "err", err)
-		return
-	}
-	// The runtimes first: a pod whose record is gone may still have its
-	// sandbox container, whose process keeps the namespace in use, and a
-	// root filesystem must not be removed under a running container.
-	s.collectRuntimeGarbage(ctx, runtimeIDs, owned, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs))
-
-	// CNI first: the bridge plugin finds what to release (its masquerade
-	// rules) through the namespace, which must still be mounted.
-	for _, c := range cached {
-		if owned[c.ID] {
-			continue
-		}
-		if err := s.network.TeardownCached(ctx, c); err != nil {
-			log.G(ctx).Error("release orphaned CNI attachment", "pod", c.ID, "err", err)
-		} else {
-			log.G(ctx).Info("released orphaned CNI attachment", "pod", c.ID)
-		}
-	}
-	for _, id := range namespaces {
-		if owned[id] || !objectid.Is(id) {
-			continue
-		}
-		// A namespace a live process is in is not garbage: releasing the
-		// mount frees nothing, and the process may belong to another
-		// daemon sharing this dir (which is not supported, but must not
-		// break running pods).
-		path := netns.Path(s.cfg.NetNSDir, id)
-		if inUse, err := s.netns.InUse(path); err != nil || inUse {
-			log.G(ctx).Warn("not removing unowned network namespace that a process is in", "pod", id, "err", err)
-			continue
-		}
-		if err := s.netns.Remove(path); err != nil {
-			log.G(ctx).Error("remove orphaned network namespace", "pod", id, "err", err)
-		} else {
-			log.G(ctx).Info("removed orphaned network namespace", "pod", id)
-		}
-	}
-	for _, id := range rootfses {
-		if owned[id] {
-			continue
-		}
-		if err := s.images.RemoveRootfs(ctx, id); err != nil {
-			log.G(ctx).Error("remove orphaned root filesystem", "pod", id, "err", err)
-		} else {
-			log.G(ctx).Info("removed orphaned root filesystem", "pod", id)
-		}
-	}
-	s.collectImageVolumes(ctx)
-	for _, d := range dirs {
-		if !owned[d.Name()] {
-			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "sandboxes", d.Name())); err != nil {
-				log.G(ctx).Error("remove orphaned sandbox dir", "pod", d.Name(), "err", err)
-			}
-		}
-	}
-	for _, d := range ctrDirs {
-		if !owned[d.Name()] && objectid.Is(d.Name()) {
-			if err := os.RemoveAll(filepath.Join(s.cfg.Root, "containers", d.Name())); err != nil {
-				log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
-			}
-		}
-	}
-}
-
-// dirNames are the names of entries.
-func dirNames(entries []os.DirEntry) []string {
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name()
-	}
-	return names
+	orphans.Collect(ctx, orphans.Host{
+		Root:     s.cfg.Root,
+		NetNSDir: s.cfg.NetNSDir,
+		Network:  s.network,
+		NetNS:    s.netns,
+		Images:   s.images,
+		Runtimes: s.current().Runtimes(),
+	}, s.ownedIDs)
 }
 
 // ownedIDs are the IDs of every sandbox and container record. (What a

@@ -51,7 +51,7 @@ type reloadEnv struct {
 func newReloadEnv(t *testing.T) *reloadEnv {
 	e := &reloadEnv{testEnv: newTestEnv(t, ""), made: map[string][]*closableRuntime{}, failNew: map[string]error{}}
 	e.running = e.cfg.Clone()
-	e.srv.reload.hooks = ReloadHooks{
+	e.srv.reloadHooks = ReloadHooks{
 		NewRuntime: func(cfg *config.Config, name string) (runtime.Runtime, error) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -208,7 +208,7 @@ func TestReloadChangedHandlers(t *testing.T) {
 	}
 
 	// Root and type of a handler in use: refused.
-	ociRoot := e.srv.current().cfg.Runtimes["oci"].Root
+	ociRoot := e.srv.current().Config().Runtimes["oci"].Root
 	for _, mod := range []func(*config.Runtime){
 		func(r *config.Runtime) { r.Root = "/elsewhere" },
 		func(r *config.Runtime) { r.Type = config.TypeVM },
@@ -221,7 +221,7 @@ func TestReloadChangedHandlers(t *testing.T) {
 		if !contains(res.Refused, "runtimes.oci: root and type cannot change") || contains(res.Applied, "runtimes.oci") {
 			t.Fatalf("root/type change in use: %+v", res)
 		}
-		if e.srv.current().cfg.Runtimes["oci"].Root != ociRoot || e.srv.current().runtimes["oci"] != oci {
+		if e.srv.current().Config().Runtimes["oci"].Root != ociRoot || e.srv.current().Runtimes()["oci"] != oci {
 			t.Fatal("refused change took effect")
 		}
 	}
@@ -290,8 +290,8 @@ func TestReloadRefusals(t *testing.T) {
 		t.Fatalf("unavailable default: %+v", res)
 	}
 	cur := e.srv.current()
-	if cur.cfg.DefaultRuntime != "runc" || cur.unavailable["broken"] == nil {
-		t.Errorf("default %q, unavailable %v", cur.cfg.DefaultRuntime, cur.unavailable)
+	if cur.Config().DefaultRuntime != "runc" || cur.Unavailable()["broken"] == nil {
+		t.Errorf("default %q, unavailable %v", cur.Config().DefaultRuntime, cur.Unavailable())
 	}
 	if !contains(res.Applied, "runtimes.broken added (unavailable: no such binary)") {
 		t.Errorf("applied %q", res.Applied)
@@ -299,7 +299,7 @@ func TestReloadRefusals(t *testing.T) {
 	// Fixed: the next reload sets it up and makes it the default.
 	delete(e.failNew, "broken")
 	res = e.reload(next)
-	if len(res.Refused) != 0 || e.srv.current().cfg.DefaultRuntime != "broken" || !slices.Contains(e.handlers(t), "broken") {
+	if len(res.Refused) != 0 || e.srv.current().Config().DefaultRuntime != "broken" || !slices.Contains(e.handlers(t), "broken") {
 		t.Fatalf("fixed default: %+v", res)
 	}
 
@@ -308,7 +308,7 @@ func TestReloadRefusals(t *testing.T) {
 	moved.Root = "/srv/elsewhere"
 	moved.StreamPort = 10010
 	res = e.reload(moved)
-	if !contains(res.RestartNeeded, "root") || !contains(res.RestartNeeded, "stream_port") || e.srv.current().cfg.Root != e.cfg.Root {
+	if !contains(res.RestartNeeded, "root") || !contains(res.RestartNeeded, "stream_port") || e.srv.current().Config().Root != e.cfg.Root {
 		t.Fatalf("restart keys: %+v", res)
 	}
 
@@ -316,7 +316,7 @@ func TestReloadRefusals(t *testing.T) {
 	netChange := next.Clone()
 	netChange.Network.ConfDir = "/etc/other"
 	res = e.reload(netChange)
-	if !contains(res.Refused, "network.conf_dir") || e.srv.current().cfg.Network.ConfDir != e.cfg.Network.ConfDir {
+	if !contains(res.Refused, "network.conf_dir") || e.srv.current().Config().Network.ConfDir != e.cfg.Network.ConfDir {
 		t.Fatalf("network change without a hook: %+v", res)
 	}
 }
@@ -326,7 +326,7 @@ func TestReloadNetwork(t *testing.T) {
 	e := newReloadEnv(t)
 	second := newFakeNetwork()
 	var made atomic.Int32
-	e.srv.reload.hooks.NewNetwork = func(cfg *config.Config) (NetworkManager, error) {
+	e.srv.reloadHooks.NewNetwork = func(cfg *config.Config) (NetworkManager, error) {
 		made.Add(1)
 		if cfg.Network.ConfDir != "/etc/other" {
 			t.Errorf("network set up for conf dir %q", cfg.Network.ConfDir)

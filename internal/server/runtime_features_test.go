@@ -10,7 +10,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/ocifeatures"
-	"github.com/podbay/podbay/internal/runtime"
 )
 
 // featuresRuntime is the fake runtime with optional features, as an oci
@@ -22,17 +21,20 @@ type featuresRuntime struct {
 
 func (r featuresRuntime) Features() ocifeatures.Handler { return r.f }
 
-// setFeatures makes the env's "runc" handler report f.
-func (e *testEnv) setFeatures(f ocifeatures.Handler) {
-	cur := e.srv.current()
-	e.srv.live.Store(&liveConfig{cfg: cur.cfg, runtimes: map[string]runtime.Runtime{"runc": featuresRuntime{e.rt, f}}, unavailable: cur.unavailable})
+// setFeatures restarts the env's server with its "runc" handler
+// reporting f.
+func (e *testEnv) setFeatures(t *testing.T, f ocifeatures.Handler) {
+	t.Helper()
+	e.runtimes["runc"] = featuresRuntime{e.rt, f}
+	e.srv.Shutdown(t.Context())
+	e.srv = e.newServer(t, nil)
 }
 
 func TestStatusHandlerFeatures(t *testing.T) {
 	e := newTestEnv(t, "")
 	for _, f := range []ocifeatures.Handler{{}, {RecursiveReadOnlyMounts: true}, {UserNamespaces: true}} {
 		if f != (ocifeatures.Handler{}) {
-			e.setFeatures(f)
+			e.setFeatures(t, f)
 		}
 		resp, err := call(e.srv, "Status", e.srv.Status, &runtimeapi.StatusRequest{})
 		if err != nil {
@@ -72,7 +74,7 @@ func TestCreateContainerRecursiveReadOnly(t *testing.T) {
 		t.Errorf("error does not name the handler: %v", err)
 	}
 
-	e.setFeatures(ocifeatures.Handler{RecursiveReadOnlyMounts: true})
+	e.setFeatures(t, ocifeatures.Handler{RecursiveReadOnlyMounts: true})
 	for _, tc := range []struct {
 		name string
 		m    *runtimeapi.Mount

@@ -17,8 +17,9 @@ import (
 
 func TestStatusReady(t *testing.T) {
 	e := newTestEnv(t, "")
-	cur := e.srv.current()
-	e.srv.live.Store(&liveConfig{cfg: cur.cfg, runtimes: cur.runtimes, unavailable: map[string]error{"kata": errors.New("shim not found")}})
+	e.unavailable = map[string]error{"kata": errors.New("shim not found")}
+	e.srv.Shutdown(t.Context())
+	e.srv = e.newServer(t, nil)
 	resp, err := call(e.srv, "Status", e.srv.Status, &runtimeapi.StatusRequest{Verbose: true})
 	if err != nil {
 		t.Fatal(err)

@@ -24,13 +24,13 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	// this order, the result shown is never newer than the configuration.
 	last := s.LastReload()
 	cur := s.current()
-	for _, name := range cur.cfg.RuntimeNames() {
-		if _, ok := cur.runtimes[name]; !ok {
+	for _, name := range cur.Config().RuntimeNames() {
+		if _, ok := cur.Runtimes()[name]; !ok {
 			continue
 		}
-		h := &runtimeapi.RuntimeHandler{Name: name, Features: handlerFeatures(cur.features(name))}
+		h := &runtimeapi.RuntimeHandler{Name: name, Features: handlerFeatures(cur.Features(name))}
 		resp.RuntimeHandlers = append(resp.RuntimeHandlers, h)
-		if name == cur.cfg.DefaultRuntime {
+		if name == cur.Config().DefaultRuntime {
 			// The kubelet reads the default handler under the empty name.
 			resp.RuntimeHandlers = append(resp.RuntimeHandlers, &runtimeapi.RuntimeHandler{Name: "", Features: h.Features})
 		}

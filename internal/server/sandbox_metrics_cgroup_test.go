@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/cgroups"
+	"github.com/podbay/podbay/internal/podstats"
 )
 
 // writeFiles writes files (path relative to root → content).
@@ -108,7 +109,9 @@ func TestListPodSandboxMetricsCgroupFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Swapped before the container starts: nothing reads it yet.
-			e.srv.cgroups = r
+			e.cg.mu.Lock()
+			e.cg.reader = r
+			e.cg.mu.Unlock()
 			e.startFakeContainer(t, id)
 
 			pm := e.listPodMetrics(t)[web]
@@ -168,7 +171,7 @@ func TestListPodSandboxMetricsCgroupFiles(t *testing.T) {
 
 			// The kubelet's view.
 			reg := prometheus.NewPedanticRegistry()
-			if err := reg.Register(&kubeletCollector{descs: metricDescriptors(), metrics: func() []*runtimeapi.PodSandboxMetrics {
+			if err := reg.Register(&kubeletCollector{descs: podstats.Descriptors(), metrics: func() []*runtimeapi.PodSandboxMetrics {
 				return []*runtimeapi.PodSandboxMetrics{pm}
 			}}); err != nil {
 				t.Fatal(err)

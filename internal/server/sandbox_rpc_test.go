@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -609,21 +608,5 @@ func TestRecoverRemovesOrphanRuntimeContainers(t *testing.T) {
 	}
 	if err := e.rt.Delete(context.Background(), foreign); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A lost container is logged with the pod and container its spec names.
-func TestOrphanFields(t *testing.T) {
-	bundle := t.TempDir()
-	spec := `{"annotations":{"io.kubernetes.cri.sandbox-name":"web","io.kubernetes.cri.sandbox-namespace":"shop","io.kubernetes.cri.container-name":"nginx"}}`
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(spec), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	want := []any{"pod_name", "web", "pod_namespace", "shop", "container_name", "nginx"}
-	if got := orphanFields(bundle); !reflect.DeepEqual(got, want) {
-		t.Errorf("orphanFields = %v, want %v", got, want)
-	}
-	if got := orphanFields(filepath.Join(bundle, "gone")); got != nil {
-		t.Errorf("orphanFields of a missing bundle = %v, want none", got)
 	}
 }

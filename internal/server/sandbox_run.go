@@ -44,23 +44,23 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	}
 	// Held until the pod is published or given up: a reload keeps the
 	// handler meanwhile.
-	lease, err := s.acquireRuntime(req.GetRuntimeHandler())
+	lease, err := s.live.Acquire(req.GetRuntimeHandler())
 	if err != nil {
 		return nil, err
 	}
 	handedOff := false
 	defer func() {
 		if !handedOff {
-			lease.release()
+			lease.Release()
 		}
 	}()
-	handler, rt := lease.handler, lease.rt
-	ctl := podsandbox.ForHandler(lease.config.Type, rt)
-	if err := checkNetworkOrder(ctx, handler, lease.config, s.networkOrder(handler, cfg.GetAnnotations()), cfg); err != nil {
+	handler, rt := lease.Handler, lease.Runtime
+	ctl := podsandbox.ForHandler(lease.Config.Type, rt)
+	if err := checkNetworkOrder(ctx, handler, lease.Config, s.networkOrder(handler, cfg.GetAnnotations()), cfg); err != nil {
 		return nil, err
 	}
 	userNS, _ := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()) // validated above
-	if err := checkUserNamespaceSupport(handler, rt, userNS); err != nil {
+	if err := checkUserNamespaceSupport(handler, lease.Capabilities.HandlerFeatures(), userNS); err != nil {
 		return nil, err
 	}
 	if ctl.Traits().HostKernel {
@@ -84,7 +84,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	handedOff = true
 	sb, err := detach(s, ctx,
 		func(work context.Context) (*sandbox.Sandbox, error) {
-			defer lease.release()
+			defer lease.Release()
 			sb, err := s.runPodSandbox(work, name, handler, rt, ctl, cfg)
 			s.finishSandbox(work, name, mine, sb, err)
 			return sb, err
@@ -286,7 +286,7 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
 func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
-	bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
+	bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,8 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 
 // writeSandboxBundle builds the pause container's spec and writes its
 // bundle; it returns the bundle's directory.
-func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
+// The handler is held by the RunPodSandbox's lease meanwhile.
+func (s *Server) writeSandboxBundle(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
 	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
 	if err != nil {
 		return "", err
@@ -314,7 +315,7 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, rt runtime.Runtime, cfg 
 		return "", err
 	}
 	bundle := filepath.Join(rec.Dir, "bundle")
-	if err := writeBundle(bundle, spec, rt); err != nil {
+	if err := writeBundle(bundle, spec, s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
 		return "", err
 	}
 	return bundle, nil
@@ -387,7 +388,7 @@ func (s *Server) networkOrder(handler string, podAnnotations map[string]string) 
 	case config.OrderBefore, config.OrderAfter:
 		return v
 	}
-	if o := s.current().cfg.Runtimes[handler].NetworkOrder; o != "" {
+	if o := s.current().Config().Runtimes[handler].NetworkOrder; o != "" {
 		return o
 	}
 	return config.OrderBefore

@@ -85,7 +85,7 @@ func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sand
 			return err
 		}
 		phase("rootfs")
-		bundle, err := s.writeSandboxBundle(sb.Record(), rt, cfg, files, rootfs, args)
+		bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
 		if err != nil {
 			return err
 		}

@@ -41,7 +41,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfi
 		// A privileged pod gets what the daemon has, not every capability
 		// (CAP_SYS_RESOURCE may be missing: some VMs withhold it from root).
 		Capabilities: s.host.Capabilities,
-		Annotations:  annotations.Allowed(s.current().cfg.Runtimes[rec.RuntimeHandler].PodAnnotations, cfg.GetAnnotations()),
+		Annotations:  annotations.Allowed(s.current().Config().Runtimes[rec.RuntimeHandler].PodAnnotations, cfg.GetAnnotations()),
 	}
 	if sc.GetRunAsUser() != nil {
 		v := sc.GetRunAsUser().GetValue()

@@ -13,7 +13,7 @@ func (s *Server) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandbox
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.podStats(ctx, sb)
+	st, err := s.stats.PodStats(ctx, sb)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func (s *Server) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPo
 		if f.GetId() != "" && !strings.HasPrefix(rec.ID, f.GetId()) || !matchLabels(f.GetLabelSelector(), rec.Labels) {
 			continue
 		}
-		st, err := s.cachedPodStats(ctx, sb)
+		st, err := s.stats.CachedPodStats(ctx, sb)
 		if err != nil {
 			return nil, err
 		}

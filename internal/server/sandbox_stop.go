@@ -141,7 +141,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 // controller declares which (podsandbox.Traits.TeardownInOrder); a handler
 // no longer configured keeps the order.
 func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
-	rtCfg, ok := s.current().cfg.Runtimes[rec.RuntimeHandler]
+	rtCfg, ok := s.current().Config().Runtimes[rec.RuntimeHandler]
 	return ok && !podsandbox.KindFor(rtCfg.Type).Traits().TeardownInOrder
 }
 

@@ -20,12 +20,6 @@ import (
 	"github.com/podbay/podbay/internal/undo"
 )
 
-// PodCgroupWriter sets a pod cgroup's limits; *cgroups.Reader implements
-// it (SetLimits), and the server finds it on Options.Cgroups.
-type PodCgroupWriter interface {
-	SetLimits(path string, l cgroups.Limits) (restore func() error, err error)
-}
-
 // UpdatePodSandboxResources applies a pod's new resource totals (in-place
 // pod resize, KEP-1287). The kubelet sends it after resizing the pod's
 // cgroup itself; podbay applies the values where they are enforced for
@@ -77,12 +71,11 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		return nil, err
 	}
 	podCgroup := s.podCgroup(rec)
-	writer, _ := s.cgroups.(PodCgroupWriter)
 	switch {
 	case podCgroup == "" && !ctl.Traits().SizedByUpdate:
 		return nil, fmt.Errorf("pod %s has no cgroup of its own (it was run without linux.cgroup_parent, so its containers share %s with other pods): %w",
 			sb.ID, rec.CgroupParent, errdefs.ErrFailedPrecondition)
-	case podCgroup != "" && writer == nil:
+	case podCgroup != "" && s.cgroups == nil:
 		return nil, fmt.Errorf("pod %s: cgroups are not available to this daemon: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}
 
@@ -111,7 +104,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		if podCgroup == "" {
 			return nil, nil
 		}
-		restore, err := writer.SetLimits(podCgroup, podLimits(newCfg.Linux.Resources, newCfg.Linux.Overhead))
+		restore, err := s.cgroups.SetLimits(podCgroup, podLimits(newCfg.Linux.Resources, newCfg.Linux.Overhead))
 		if err != nil {
 			return nil, fmt.Errorf("update pod cgroup: %w", err)
 		}

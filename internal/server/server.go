@@ -14,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -26,12 +25,14 @@ import (
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/failpoint"
+	"github.com/podbay/podbay/internal/live"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/nri"
 	"github.com/podbay/podbay/internal/podsandbox"
+	"github.com/podbay/podbay/internal/podstats"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -46,11 +47,6 @@ var Version = "0.1.0-dev"
 // cleanupTimeout bounds each rollback step and each recovery step.
 const cleanupTimeout = 2 * time.Minute
 
-const (
-	sandboxBucket   = "sandboxes"
-	containerBucket = "containers"
-)
-
 // NetworkManager is the pod network as the server uses it; internal/network
 // implements it.
 type NetworkManager interface {
@@ -60,6 +56,12 @@ type NetworkManager interface {
 	Teardown(ctx context.Context, att network.Attachment) error
 	Cached() ([]network.CachedAttachment, error)
 	TeardownCached(ctx context.Context, c network.CachedAttachment) error
+	// ConfigInUse is the CNI network configuration in use, for Status's
+	// verbose info.
+	ConfigInUse(ctx context.Context) network.ConfigInUse
+	// ReleaseMasquerade removes the default network's subnet-wide
+	// masquerade (on a clean stop with no pod attached).
+	ReleaseMasquerade(ctx context.Context) error
 }
 
 // NetNS is the pods' network namespaces as the server uses them: pinned at
@@ -74,6 +76,17 @@ type NetNS interface {
 	InUse(path string) (bool, error)
 	List(dir string) ([]string, error)
 	Dial(ctx context.Context, path, address string) (net.Conn, error)
+}
+
+// CgroupReader is the host's cgroups as the server uses them: their
+// statistics, processes and OOM kills, and the limits of a pod's own
+// cgroup (UpdatePodSandboxResources); internal/cgroups.Reader implements
+// it.
+type CgroupReader interface {
+	Stats(path string) (*cgroups.Stats, error)
+	Procs(path string) ([]int, error)
+	OOMKills(path string) (uint64, error)
+	SetLimits(path string, l cgroups.Limits) (restore func() error, err error)
 }
 
 // Options are the server's dependencies and settings.
@@ -91,7 +104,8 @@ type Options struct {
 	Metrics     *metrics.Metrics
 	Failpoints  *failpoint.Set
 	Images      ImageStore
-	// Cgroups reads cgroup statistics; nil disables stats.
+	// Cgroups reads and sizes cgroups; nil disables stats and pod
+	// cgroup limits.
 	Cgroups CgroupReader
 	// Host are the host facts container specs depend on (DetectHost).
 	Host specgen.Host
@@ -130,10 +144,10 @@ type Server struct {
 	// cgroup parent, streaming); the reloadable settings and the runtime
 	// handlers are in live (current()).
 	cfg         *config.Config
-	live        atomic.Pointer[liveConfig]
-	reload      reloadState
+	live        *live.State
+	reloadHooks ReloadHooks
 	db          *store.DB
-	network     NetworkManager
+	network     *swapNetwork // the NetworkManager a reload may replace
 	netns       NetNS
 	metrics     *metrics.Metrics
 	tracer      trace.Tracer // nil: tracing is off
@@ -142,10 +156,9 @@ type Server struct {
 	cgroups     CgroupReader
 	systemd     *systemd.Manager
 	host        specgen.Host
-	apparmor    *apparmor.Loader // nil: the host has no AppArmor
-	stats       statsCache
-	samples     statsSamples
-	specs       specCache // bundles' specs, for ListPodSandboxMetrics
+	apparmor    *apparmor.Loader    // nil: the host has no AppArmor
+	stats       *podstats.Collector // ContainerStats, PodSandboxStats, metrics
+	specs       runtime.SpecCache   // bundles' specs: ContainerStatus's resources, the metrics
 	pauseBinary string
 	minOOMScore *int
 	index       *sandbox.Index
@@ -218,8 +231,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.eventMetrics = opts.Metrics.NewContainerEvents()
 	s.events = newEventBroadcaster(s.eventMetrics)
-	s.live.Store(&liveConfig{cfg: opts.Config, runtimes: maps.Clone(opts.Runtimes), unavailable: maps.Clone(opts.Unavailable)})
-	s.reload.hooks = opts.Reload
+	s.live = live.NewState(live.NewConfig(opts.Config, maps.Clone(opts.Runtimes), maps.Clone(opts.Unavailable)))
+	s.reloadHooks = opts.Reload
 	if opts.StreamListener != nil {
 		tlsCfg, err := streamTLS(opts.Config)
 		if err != nil {
@@ -240,7 +253,12 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor), grpc.ForceServerCodecV2(execSyncCodec{}))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor, removals: &s.removals})
-	s.startStatsCollector()
+	s.stats = podstats.New(s.statsSources(opts))
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.stats.Run(s.ctx, s.recovered)
+	}()
 	return s, nil
 }
 
@@ -350,14 +368,6 @@ func (s *Server) hit(ctx context.Context, name string) error {
 	return s.failpoints.Hit(ctx, name)
 }
 
-// save persists a sandbox record.
-func (s *Server) save(rec sandbox.Record) error {
-	if err := s.db.Put(sandboxBucket, rec.ID, sandbox.RecordVersion, rec); err != nil {
-		return fmt.Errorf("persist sandbox %s: %w", rec.ID, err)
-	}
-	return nil
-}
-
 // monitorCgroup is where the per-container monitors live (conmon for oci
 // handlers, the shim for vm handlers): out of the daemon's own cgroup, so
 // a service manager stopping podbayd does not take the pods' monitors with
@@ -407,17 +417,44 @@ func (s *Server) spawnMonitor(ctx context.Context) func(*exec.Cmd) error {
 }
 
 func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
-	return s.current().runtimeFor(handler)
+	return s.current().Runtime(handler)
 }
 
 // sandboxController is the controller of handler's pods (see
 // internal/podsandbox).
 func (s *Server) sandboxController(handler string) (podsandbox.Controller, error) {
-	return s.current().sandboxController(handler)
+	return s.current().SandboxController(handler)
 }
 
 // sandboxTraits are what the kind of sandbox handler runs declares; an
 // unknown handler's are the pause container's.
 func (s *Server) sandboxTraits(handler string) podsandbox.Traits {
-	return podsandbox.KindFor(s.current().cfg.Runtimes[handler].Type).Traits()
+	return podsandbox.KindFor(s.current().Config().Runtimes[handler].Type).Traits()
+}
+
+// statsSources are what the statistics are read from: the server's
+// indexes, cgroups and image store, and each handler's runtime where it
+// reports its containers' statistics itself.
+func (s *Server) statsSources(opts Options) podstats.Sources {
+	src := podstats.Sources{
+		Sandboxes:        s.index,
+		Containers:       s.containers,
+		TaskOf:           s.statsTask,
+		Rootfs:           opts.Images,
+		StorageRoot:      opts.Config.Image.StorageRoot,
+		SandboxCgroupDir: s.sandboxCgroupDir,
+		PodCgroupDir:     s.podCgroupDir,
+		Specs:            &s.specs,
+		Period:           time.Duration(opts.Config.StatsCollectPeriod),
+	}
+	if opts.Cgroups != nil { // a nil CgroupReader is no podstats.Cgroups
+		src.Cgroups = opts.Cgroups
+	}
+	return src
+}
+
+// statsTask is the runtime of rec's handler when it reports rec's
+// statistics and processes itself, else nil.
+func (s *Server) statsTask(rec container.Record) runtime.TaskReporter {
+	return s.containerCapabilities(rec).Tasks
 }

@@ -35,6 +35,8 @@ type testEnv struct {
 	db       *store.DB
 	// images, if set, is the image store servers start with instead of img.
 	images ImageStore
+	// unavailable are the handlers servers start with as unavailable.
+	unavailable map[string]error
 }
 
 // newTestEnv builds a server on fakes: none of it needs root.
@@ -99,6 +101,7 @@ func (e *testEnv) startServer(t *testing.T, fps *failpoint.Set) *Server {
 	srv, err := New(Options{
 		Config: e.cfg, DB: e.db, Network: e.net, NetNS: e.ns,
 		Runtimes:       e.runtimes,
+		Unavailable:    e.unavailable,
 		Cgroups:        e.cg,
 		Failpoints:     fps,
 		Images:         images,

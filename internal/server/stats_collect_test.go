@@ -15,7 +15,10 @@ import (
 // sample replaces the old and forgets what is gone.
 func TestStatsSamples(t *testing.T) {
 	e := newTestEnv(t, "")
-	e.cfg.StatsCollectPeriod = config.Duration(time.Hour) // sampling on; collectStats is called by hand
+	// Sampling on, once at start-up (no pod yet) and then by hand.
+	e.srv.Shutdown(t.Context())
+	e.cfg.StatsCollectPeriod = config.Duration(time.Hour)
+	e.srv = e.newServer(t, nil)
 	pod := e.podWithImage(t, "web")
 	id := e.mustCreate(t, pod, containerConfig("c"))
 	e.startFakeContainer(t, id)
@@ -67,7 +70,7 @@ func TestStatsSamples(t *testing.T) {
 		t.Errorf("between samples: pod's container CPU %d, want the kept 1e9", got)
 	}
 
-	e.srv.collectStats(t.Context())
+	e.srv.stats.Collect(t.Context())
 	st := list()[id]
 	if st.Cpu.UsageCoreNanoSeconds.Value != 1.5e9 || st.Cpu.UsageNanoCores.Value != 5e8 {
 		t.Errorf("after a sample: CPU %d, rate %d; want 1.5e9, 5e8", st.Cpu.UsageCoreNanoSeconds.Value, st.Cpu.UsageNanoCores.Value)
@@ -102,12 +105,9 @@ func TestStatsSamples(t *testing.T) {
 	if _, ok := list()[id]; ok {
 		t.Error("a removed container is listed")
 	}
-	e.srv.collectStats(t.Context())
-	e.srv.samples.mu.RLock()
-	_, kept := e.srv.samples.ctrs[id]
-	n := len(e.srv.samples.ctrs)
-	e.srv.samples.mu.RUnlock()
-	if kept || n != 1 {
-		t.Errorf("after a collection: removed container kept %v, %d samples, want 1", kept, n)
+	e.srv.stats.Collect(t.Context())
+	if e.srv.stats.Sampled(id) || !e.srv.stats.Sampled(other) {
+		t.Errorf("after a collection: removed container sampled %v, the other %v; want false, true",
+			e.srv.stats.Sampled(id), e.srv.stats.Sampled(other))
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/live"
 )
 
 // statusInfo is Status's verbose info, what `crictl info` prints: each
@@ -15,8 +15,8 @@ import (
 // the others with the reason, "cniconfig" and "lastCNILoadStatus" the CNI
 // network config in use (containerd's keys), "lastReload" what the last
 // reload did (null before the first).
-func (s *Server) statusInfo(ctx context.Context, cur *liveConfig, last *ReloadResult) (map[string]string, error) {
-	cfg, err := cur.cfg.Map()
+func (s *Server) statusInfo(ctx context.Context, cur *live.Config, last *ReloadResult) (map[string]string, error) {
+	cfg, err := cur.Config().Map()
 	if err != nil {
 		return nil, fmt.Errorf("encode configuration: %w", err)
 	}
@@ -28,14 +28,14 @@ func (s *Server) statusInfo(ctx context.Context, cur *liveConfig, last *ReloadRe
 		Default bool   `json:"default,omitempty"`
 	}
 	var handlers []handler
-	for _, name := range cur.cfg.RuntimeNames() {
-		if _, ok := cur.runtimes[name]; ok {
-			rc := cur.cfg.Runtimes[name]
-			handlers = append(handlers, handler{Name: name, Type: rc.Type, Path: rc.Path, Root: rc.Root, Default: name == cur.cfg.DefaultRuntime})
+	for _, name := range cur.Config().RuntimeNames() {
+		if _, ok := cur.Runtimes()[name]; ok {
+			rc := cur.Config().Runtimes[name]
+			handlers = append(handlers, handler{Name: name, Type: rc.Type, Path: rc.Path, Root: rc.Root, Default: name == cur.Config().DefaultRuntime})
 		}
 	}
 	unavailable := map[string]string{}
-	for name, err := range cur.unavailable {
+	for name, err := range cur.Unavailable() {
 		unavailable[name] = err.Error()
 	}
 	values := map[string]any{
@@ -44,13 +44,9 @@ func (s *Server) statusInfo(ctx context.Context, cur *liveConfig, last *ReloadRe
 		"unavailableRuntimes": unavailable,
 		"lastReload":          last,
 	}
-	if n, ok := s.network.(*swapNetwork).get().(interface {
-		ConfigInUse(context.Context) network.ConfigInUse
-	}); ok {
-		inUse := n.ConfigInUse(ctx)
-		values["cniconfig"] = inUse
-		values["lastCNILoadStatus"] = inUse.LoadStatus
-	}
+	inUse := s.network.ConfigInUse(ctx)
+	values["cniconfig"] = inUse
+	values["lastCNILoadStatus"] = inUse.LoadStatus
 	info := make(map[string]string, len(values))
 	for k, v := range values {
 		b, err := json.Marshal(v)

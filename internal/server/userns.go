@@ -11,7 +11,6 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/ocifeatures"
-	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/specgen"
 )
 
@@ -44,19 +43,10 @@ func podUserNamespace(opts *runtimeapi.UserNamespace) (*specgen.UserNamespace, e
 	}, nil
 }
 
-// runtimeFeatures is what rt supports beyond the baseline (see
-// liveConfig.features).
-func runtimeFeatures(rt runtime.Runtime) ocifeatures.Handler {
-	if f, ok := rt.(runtime.FeaturesRuntime); ok {
-		return f.Features()
-	}
-	return ocifeatures.Handler{}
-}
-
 // checkUserNamespaceSupport refuses a pod user namespace on a handler that
 // cannot make one.
-func checkUserNamespaceSupport(handler string, rt runtime.Runtime, u *specgen.UserNamespace) error {
-	if u == nil || runtimeFeatures(rt).UserNamespaces {
+func checkUserNamespaceSupport(handler string, features ocifeatures.Handler, u *specgen.UserNamespace) error {
+	if u == nil || features.UserNamespaces {
 		return nil
 	}
 	return fmt.Errorf("user namespaces (hostUsers: false) are not supported by runtime handler %q: it needs a runtime with idmapped mounts (runtime features mountExtensions.idmap) and kernel 5.19 or newer: %w",

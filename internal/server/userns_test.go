@@ -84,7 +84,7 @@ func TestRunPodSandboxUserNamespaceRefusals(t *testing.T) {
 
 func TestUserNamespacePod(t *testing.T) {
 	e := newTestEnv(t, "")
-	e.setFeatures(ocifeatures.Handler{UserNamespaces: true})
+	e.setFeatures(t, ocifeatures.Handler{UserNamespaces: true})
 	podID := e.mustRun(t, withUserns(podConfig("userns"), usernsOptions()))
 	want := specs.LinuxIDMapping{ContainerID: 0, HostID: 196608, Size: 65536}
 	wantMap := []idtools.IDMap{{ContainerID: 0, HostID: 196608, Size: 65536}}

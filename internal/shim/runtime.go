@@ -116,8 +116,8 @@ type Config struct {
 
 // Features reports the runtime-spec version of the runtime behind the
 // shim, for the bundles podbay writes (see Config.SpecVersion). Nothing
-// else: a vm handler reports no optional features (see the server's
-// liveConfig.features).
+// else: a vm handler reports no optional features (see
+// live.Config.Features).
 func (r *Runtime) Features() ocifeatures.Handler {
 	return ocifeatures.Handler{SpecVersion: r.cfg.SpecVersion}
 }
@@ -153,9 +153,12 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// The capabilities a vm handler offers beyond runtime.Runtime.
 var (
-	_ runtime.Runtime = (*Runtime)(nil)
-	_ runtime.Lister  = (*Runtime)(nil)
+	_ runtime.Runtime         = (*Runtime)(nil)
+	_ runtime.FeaturesRuntime = (*Runtime)(nil)
+	_ runtime.TaskReporter    = (*Runtime)(nil)
+	_ runtime.SandboxUpdater  = (*Runtime)(nil)
 )
 
 // Runtime drives one shim runtime handler. It is safe for concurrent use;

@@ -1,4 +1,7 @@
-package server
+// Package quantity parses Kubernetes resource quantities ("10M", "1.5Gi",
+// "1e6") into exact values, with k8s.io/apimachinery's grammar and
+// rounding but without that dependency.
+package quantity
 
 import (
 	"errors"
@@ -7,7 +10,7 @@ import (
 	"strings"
 )
 
-// parseQuantity parses a Kubernetes resource quantity (the bandwidth
+// Parse parses a Kubernetes resource quantity (the bandwidth
 // annotations' "10M", "1.5Gi", "1e6") into its exact value, rounded up to
 // a nano-unit as k8s.io/apimachinery's resource.ParseQuantity rounds it.
 // The grammar is apimachinery's:
@@ -22,7 +25,7 @@ import (
 // It is podbay's own rather than apimachinery's: that package brought a
 // CBOR codec and a JSON fork into podbayd (0.6 MB of binary) for this one
 // parse.
-func parseQuantity(s string) (*big.Rat, error) {
+func Parse(s string) (*big.Rat, error) {
 	const maxExponent = 1024
 	errFormat := errors.New("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
 	if s == "" {
@@ -119,8 +122,8 @@ func parseQuantity(s string) (*big.Rat, error) {
 	return v, nil
 }
 
-// ceilInt is v rounded up to an integer (a Quantity's Value()).
-func ceilInt(v *big.Rat) *big.Int {
+// Ceil is v rounded up to an integer (a Quantity's Value()).
+func Ceil(v *big.Rat) *big.Int {
 	q, r := new(big.Int).QuoRem(v.Num(), v.Denom(), new(big.Int))
 	if r.Sign() > 0 {
 		q.Add(q, big.NewInt(1))

@@ -1,4 +1,4 @@
-package server
+package quantity
 
 import (
 	"math/big"
@@ -19,13 +19,13 @@ var quantityCases = []string{
 	"8Ei", "-9Ei", "e-10", ".e-10", "-e-10", "1.e-10", ".5e-10", "e-9", "Pi", "Ei", ".Ti", "-Pi", "n", ".u", "0.5n",
 }
 
-// TestParseQuantityMatchesApimachinery: parseQuantity accepts what
+// TestParseQuantityMatchesApimachinery: Parse accepts what
 // resource.ParseQuantity accepts, with the same value at nano precision
 // and the same Value() (rounded up).
 func TestParseQuantityMatchesApimachinery(t *testing.T) {
 	for _, s := range quantityCases {
 		want, werr := resource.ParseQuantity(s)
-		got, gerr := parseQuantity(s)
+		got, gerr := Parse(s)
 		if (werr == nil) != (gerr == nil) {
 			t.Errorf("%q: apimachinery err %v, podbay err %v", s, werr, gerr)
 			continue
@@ -41,7 +41,7 @@ func TestParseQuantityMatchesApimachinery(t *testing.T) {
 			t.Errorf("%q = %s, apimachinery %s", s, got.FloatString(9), wantNano.FloatString(9))
 		}
 		if want.Cmp(resource.MustParse("1P")) <= 0 && want.Sign() >= 0 {
-			if g := ceilInt(got); g.Int64() != want.Value() {
+			if g := Ceil(got); g.Int64() != want.Value() {
 				t.Errorf("%q: Value %d, apimachinery %d", s, g.Int64(), want.Value())
 			}
 		}
@@ -57,7 +57,7 @@ func FuzzParseQuantity(f *testing.F) {
 			return
 		}
 		want, werr := resource.ParseQuantity(s)
-		got, gerr := parseQuantity(s)
+		got, gerr := Parse(s)
 		if werr != nil || gerr != nil {
 			if (werr == nil) != (gerr == nil) && (werr == nil || gerr == nil) {
 				// An exponent past ±1024 is refused here, accepted there.

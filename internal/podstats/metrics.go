@@ -1,4 +1,4 @@
-package server
+package podstats
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -28,28 +27,17 @@ import (
 // and one read of a pod's files serves both.
 const metricsSampleMaxAge = 2 * time.Second
 
-// cgroupProcs lists a cgroup's processes; internal/cgroups.Reader has it.
-type cgroupProcs interface {
-	Procs(path string) ([]int, error)
-}
-
-// taskPids lists a container's processes through its runtime; the shim
-// runtime has it.
-type taskPids interface {
-	TaskPids(ctx context.Context, id string) ([]int, error)
-}
-
 // metricSample returns the sample cached under key if it is recent,
 // else reads a new one (which the next ContainerStats or PodSandboxStats
 // then uses for its CPU rate).
-func (s *Server) metricSample(key string, read func() (*cgroups.Stats, error)) (*cgroups.Stats, error) {
-	s.stats.mu.Lock()
-	prev := s.stats.prev[key]
-	s.stats.mu.Unlock()
+func (c *Collector) metricSample(key string, read func() (*cgroups.Stats, error)) (*cgroups.Stats, error) {
+	c.prev.mu.Lock()
+	prev := c.prev.prev[key]
+	c.prev.mu.Unlock()
 	if prev != nil && time.Since(prev.Timestamp) < metricsSampleMaxAge {
 		return prev, nil
 	}
-	st, _, err := s.rate(key, read)
+	st, _, err := c.rate(key, read)
 	return st, err
 }
 
@@ -221,8 +209,8 @@ type fsStat struct {
 	ok                             bool
 }
 
-func (s *Server) storageFs() fsStat {
-	root := s.cfg.Image.StorageRoot
+func (c *Collector) storageFs() fsStat {
+	root := c.src.StorageRoot
 	var st unix.Statfs_t
 	if root == "" || unix.Statfs(root, &st) != nil {
 		return fsStat{device: root}
@@ -236,15 +224,43 @@ func (s *Server) storageFs() fsStat {
 	}
 }
 
+// PodMetrics gathers the metrics (see metricDefs) of every ready pod: the
+// pod's own (its cgroup and network interfaces) and one entry per running
+// container. A pod or container that cannot be read is left out and
+// logged, as containerd does, so that one broken pod does not hide the
+// node's metrics; an error is ctx's only.
+func (c *Collector) PodMetrics(ctx context.Context) ([]*runtimeapi.PodSandboxMetrics, error) {
+	fs := c.storageFs()
+	var out []*runtimeapi.PodSandboxMetrics
+	bundles := map[string]bool{}
+	for _, sb := range c.src.Sandboxes.List() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if sb.Record().Phase != sandbox.PhaseReady {
+			continue
+		}
+		pm := c.podMetrics(ctx, sb, fs)
+		out = append(out, pm)
+		for _, cm := range pm.ContainerMetrics {
+			if ctr, err := c.src.Containers.Get(cm.ContainerId); err == nil {
+				bundles[filepath.Join(ctr.Record().Dir, "bundle")] = true
+			}
+		}
+	}
+	c.src.Specs.Retain(bundles)
+	return out, nil
+}
+
 // podMetrics gathers the metrics of one ready pod and its running
 // containers. A pod or container that goes away meanwhile is left out.
-func (s *Server) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsStat) *runtimeapi.PodSandboxMetrics {
+func (c *Collector) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsStat) *runtimeapi.PodSandboxMetrics {
 	rec := sb.Record()
 	out := &runtimeapi.PodSandboxMetrics{PodSandboxId: rec.ID}
 	name, ns := rec.Metadata.Name, rec.Metadata.Namespace
 	pod := newMetricSet(time.Now(), name, ns, "", rec.ID, "")
 
-	if st, hierarchy, ok := s.podSample(ctx, rec); ok {
+	if st, hierarchy, ok := c.podSample(ctx, rec); ok {
 		pod = pod.at(st.Timestamp)
 		pod.addCgroup(st, hierarchy)
 	}
@@ -258,8 +274,8 @@ func (s *Server) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsStat)
 	}
 	out.Metrics = pod.out
 
-	for _, c := range s.containers.InSandbox(rec.ID) {
-		if cm := s.containerMetrics(ctx, c, name, ns, fs); cm != nil {
+	for _, ctr := range c.src.Containers.InSandbox(rec.ID) {
+		if cm := c.containerMetrics(ctx, ctr, name, ns, fs); cm != nil {
 			out.ContainerMetrics = append(out.ContainerMetrics, cm)
 		}
 	}
@@ -269,27 +285,27 @@ func (s *Server) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsStat)
 // podSample reads the pod's cgroup: the one the kubelet gave, which holds
 // every container (hierarchy true), or else the sum of the pause's and the
 // containers' cgroups, as PodSandboxStats does.
-func (s *Server) podSample(ctx context.Context, rec sandbox.Record) (st *cgroups.Stats, hierarchy, ok bool) {
-	if s.cgroups == nil {
+func (c *Collector) podSample(ctx context.Context, rec sandbox.Record) (st *cgroups.Stats, hierarchy, ok bool) {
+	if c.src.Cgroups == nil {
 		return nil, false, false
 	}
-	if pod := s.podCgroupDir(rec); pod != "" {
-		st, err := s.metricSample(pod, func() (*cgroups.Stats, error) { return s.cgroups.Stats(pod) })
+	if pod := c.src.PodCgroupDir(rec); pod != "" {
+		st, err := c.metricSample(pod, func() (*cgroups.Stats, error) { return c.src.Cgroups.Stats(pod) })
 		if err != nil {
 			log.G(ctx).Debug("pod cgroup metrics", "pod", rec.ID, "err", err)
 			return nil, false, false
 		}
 		return st, true, true
 	}
-	paths := []string{s.sandboxCgroupDir(rec)}
-	for _, c := range s.containers.InSandbox(rec.ID) {
-		if cr := c.Record(); cr.State == container.StateRunning {
+	paths := []string{c.src.SandboxCgroupDir(rec)}
+	for _, ctr := range c.src.Containers.InSandbox(rec.ID) {
+		if cr := ctr.Record(); cr.State == container.StateRunning {
 			paths = append(paths, cr.CgroupPath)
 		}
 	}
 	var total cgroups.Stats
 	for _, p := range paths {
-		one, err := s.metricSample(p, func() (*cgroups.Stats, error) { return s.cgroups.Stats(p) })
+		one, err := c.metricSample(p, func() (*cgroups.Stats, error) { return c.src.Cgroups.Stats(p) })
 		if err != nil {
 			continue
 		}
@@ -325,8 +341,8 @@ func addStats(a, b *cgroups.Stats) {
 
 // containerMetrics gathers a running container's metrics; nil for one
 // that is not running or went away.
-func (s *Server) containerMetrics(ctx context.Context, c *container.Container, pod, ns string, fs fsStat) *runtimeapi.ContainerMetrics {
-	rec := c.Record()
+func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Container, pod, ns string, fs fsStat) *runtimeapi.ContainerMetrics {
+	rec := ctr.Record()
 	if rec.State != container.StateRunning {
 		return nil
 	}
@@ -337,13 +353,13 @@ func (s *Server) containerMetrics(ctx context.Context, c *container.Container, p
 		m.add(mStartTime, uint64(rec.StartedAt.Unix()))
 	}
 
-	rt, _ := s.runtimeForContainer(rec)
+	task := c.task(rec)
 	var st *cgroups.Stats
 	var err error
-	if tr, ok := rt.(runtime.TaskStatsRuntime); ok {
-		st, err = s.metricSample("task:"+rec.ID, func() (*cgroups.Stats, error) { return tr.TaskStats(ctx, rec.ID) })
-	} else if s.cgroups != nil {
-		st, err = s.metricSample(rec.CgroupPath, func() (*cgroups.Stats, error) { return s.cgroups.Stats(rec.CgroupPath) })
+	if task != nil {
+		st, err = c.metricSample(taskKey(rec.ID), func() (*cgroups.Stats, error) { return task.TaskStats(ctx, rec.ID) })
+	} else if c.src.Cgroups != nil {
+		st, err = c.metricSample(rec.CgroupPath, func() (*cgroups.Stats, error) { return c.src.Cgroups.Stats(rec.CgroupPath) })
 	}
 	switch {
 	case err != nil && errdefs.IsNotFound(err):
@@ -356,8 +372,8 @@ func (s *Server) containerMetrics(ctx context.Context, c *container.Container, p
 	}
 
 	m = m.at(time.Now())
-	s.addProcesses(ctx, m, rt, rec, st)
-	if u, err := s.images.RootfsUsage(ctx, rec.ID); err == nil {
+	c.addProcesses(ctx, m, task, rec)
+	if u, err := c.src.Rootfs.RootfsUsage(ctx, rec.ID); err == nil {
 		m.add(mFsUsage, u.UsedBytes, fs.device)
 		if fs.ok {
 			m.add(mFsLimit, fs.limit, fs.device)
@@ -365,28 +381,24 @@ func (s *Server) containerMetrics(ctx context.Context, c *container.Container, p
 			m.add(mFsInodesFree, fs.inodesFree, fs.device)
 		}
 	}
-	m.addSpec(s.specs.get(filepath.Join(rec.Dir, "bundle")))
+	m.addSpec(c.src.Specs.Get(filepath.Join(rec.Dir, "bundle")))
 	return &runtimeapi.ContainerMetrics{ContainerId: rec.ID, Metrics: m.out}
 }
 
 // addProcesses adds the process count and, where the processes are the
 // host's, their open file descriptors and sockets. vm handlers report the
 // processes the shim lists (inside the VM for Kata), without descriptors.
-func (s *Server) addProcesses(ctx context.Context, m *metricSet, rt runtime.Runtime, rec container.Record, st *cgroups.Stats) {
-	if tp, ok := rt.(taskPids); ok {
-		if pids, err := tp.TaskPids(ctx, rec.ID); err == nil {
+func (c *Collector) addProcesses(ctx context.Context, m *metricSet, task runtime.TaskReporter, rec container.Record) {
+	if task != nil {
+		if pids, err := task.TaskPids(ctx, rec.ID); err == nil {
 			m.add(mProcesses, uint64(len(pids)))
 		}
 		return
 	}
-	cp, ok := s.cgroups.(cgroupProcs)
-	if !ok {
-		if st != nil {
-			m.add(mProcesses, st.Pids.Current)
-		}
+	if c.src.Cgroups == nil {
 		return
 	}
-	pids, err := cp.Procs(rec.CgroupPath)
+	pids, err := c.src.Cgroups.Procs(rec.CgroupPath)
 	if err != nil {
 		return
 	}
@@ -414,60 +426,4 @@ func countFDs(pids []int) (fds, sockets uint64) {
 		}
 	}
 	return fds, sockets
-}
-
-// specCache keeps each bundle's parsed config.json until the file
-// changes, so a scrape does not decode every container's spec again.
-type specCache struct {
-	mu sync.Mutex
-	m  map[string]cachedSpec // by bundle; guarded by mu
-}
-
-type cachedSpec struct {
-	mtime time.Time
-	size  int64
-	spec  *specs.Spec
-}
-
-// get returns the bundle's spec, nil if it cannot be read.
-func (c *specCache) get(bundle string) *specs.Spec {
-	fi, err := os.Stat(filepath.Join(bundle, "config.json"))
-	if err != nil {
-		c.forget(bundle)
-		return nil
-	}
-	c.mu.Lock()
-	e, ok := c.m[bundle]
-	c.mu.Unlock()
-	if ok && e.mtime.Equal(fi.ModTime()) && e.size == fi.Size() {
-		return e.spec
-	}
-	spec, err := runtime.ReadSpec(bundle)
-	if err != nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]cachedSpec{}
-	}
-	c.m[bundle] = cachedSpec{mtime: fi.ModTime(), size: fi.Size(), spec: spec}
-	return spec
-}
-
-func (c *specCache) forget(bundle string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, bundle)
-}
-
-// retain drops the bundles not in keep (containers removed since).
-func (c *specCache) retain(keep map[string]bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for b := range c.m {
-		if !keep[b] {
-			delete(c.m, b)
-		}
-	}
 }

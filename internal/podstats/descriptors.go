@@ -1,4 +1,4 @@
-package server
+package podstats
 
 import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -158,9 +158,10 @@ var metricDefs = [numMetrics]metricDef{
 	mPressureIOWaiting:     {"container_pressure_io_waiting_seconds_total", "Total time duration tasks in the container have waited due to IO congestion.", nil, counter},
 }
 
-// metricDescriptors returns every descriptor, in a fixed order. Fresh
-// messages each call: gRPC marshals them, callers may keep them.
-func metricDescriptors() []*runtimeapi.MetricDescriptor {
+// Descriptors returns the descriptor of every metric PodMetrics may
+// report, in a fixed order whatever the host can measure. Fresh messages
+// each call: gRPC marshals them, callers may keep them.
+func Descriptors() []*runtimeapi.MetricDescriptor {
 	out := make([]*runtimeapi.MetricDescriptor, 0, numMetrics)
 	for _, d := range metricDefs {
 		keys := make([]string, 0, len(metricBaseLabels)+len(d.labels))

@@ -1,4 +1,4 @@
-package server
+package podstats
 
 import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"

@@ -1,9 +1,7 @@
-package server
+package podstats
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -11,57 +9,8 @@ import (
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
-	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
-
-// CgroupReader reads cgroup statistics; internal/cgroups implements it.
-type CgroupReader interface {
-	Stats(path string) (*cgroups.Stats, error)
-	OOMKills(path string) (uint64, error)
-}
-
-// statsCache keeps each cgroup's (or runtime task's) previous sample, for
-// CPU rates.
-type statsCache struct {
-	mu   sync.Mutex
-	prev map[string]*cgroups.Stats // by cgroup path, or "task:"+ID; guarded by mu
-}
-
-// sample reads path and returns it with the CPU rate since the previous
-// sample (0 the first time).
-func (s *Server) sample(path string) (*cgroups.Stats, uint64, error) {
-	if s.cgroups == nil {
-		return nil, 0, fmt.Errorf("cgroup statistics: %w", errdefs.ErrUnavailable)
-	}
-	return s.rate(path, func() (*cgroups.Stats, error) { return s.cgroups.Stats(path) })
-}
-
-// rate reads a sample with read and returns it with the CPU rate since the
-// previous sample under the same key (0 the first time).
-func (s *Server) rate(key string, read func() (*cgroups.Stats, error)) (*cgroups.Stats, uint64, error) {
-	cur, err := read()
-	if err != nil {
-		return nil, 0, err
-	}
-	s.stats.mu.Lock()
-	defer s.stats.mu.Unlock()
-	if s.stats.prev == nil {
-		s.stats.prev = map[string]*cgroups.Stats{}
-	}
-	var rate uint64
-	if prev := s.stats.prev[key]; prev != nil {
-		rate = cgroups.UsageNanoCores(prev, cur)
-	}
-	s.stats.prev[key] = cur
-	return cur, rate, nil
-}
-
-func (s *Server) forgetStats(key string) {
-	s.stats.mu.Lock()
-	defer s.stats.mu.Unlock()
-	delete(s.stats.prev, key)
-}
 
 func u64(v uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: v} }
 
@@ -87,19 +36,17 @@ func memoryUsage(st *cgroups.Stats) *runtimeapi.MemoryUsage {
 
 // containerSample reads a running container's statistics: from the
 // runtime when it reports them (VM runtimes), else from its host cgroup.
-func (s *Server) containerSample(ctx context.Context, rec container.Record) (*cgroups.Stats, uint64, error) {
-	if rt, err := s.runtimeForContainer(rec); err == nil {
-		if tr, ok := rt.(runtime.TaskStatsRuntime); ok {
-			return s.rate("task:"+rec.ID, func() (*cgroups.Stats, error) { return tr.TaskStats(ctx, rec.ID) })
-		}
+func (c *Collector) containerSample(ctx context.Context, rec container.Record) (*cgroups.Stats, uint64, error) {
+	if t := c.task(rec); t != nil {
+		return c.rate(taskKey(rec.ID), func() (*cgroups.Stats, error) { return t.TaskStats(ctx, rec.ID) })
 	}
-	return s.sample(rec.CgroupPath)
+	return c.sample(rec.CgroupPath)
 }
 
-// containerStats gathers one container's statistics. A container whose
+// ContainerStats reads one container's statistics. A container whose
 // cgroup is gone (it exited) reports attributes only.
-func (s *Server) containerStats(ctx context.Context, c *container.Container) (*runtimeapi.ContainerStats, error) {
-	rec := c.Record()
+func (c *Collector) ContainerStats(ctx context.Context, ctr *container.Container) (*runtimeapi.ContainerStats, error) {
+	rec := ctr.Record()
 	out := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
 		Id:          rec.ID,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: rec.MetaName, Attempt: rec.Attempt},
@@ -107,7 +54,7 @@ func (s *Server) containerStats(ctx context.Context, c *container.Container) (*r
 		Annotations: rec.Annotations,
 	}}
 	if rec.State == container.StateRunning {
-		st, rate, err := s.containerSample(ctx, rec)
+		st, rate, err := c.containerSample(ctx, rec)
 		switch {
 		case err == nil:
 			out.Cpu = cpuUsage(st, rate)
@@ -118,10 +65,10 @@ func (s *Server) containerStats(ctx context.Context, c *container.Container) (*r
 			return nil, err
 		}
 	}
-	if u, err := s.images.RootfsUsage(ctx, rec.ID); err == nil {
+	if u, err := c.src.Rootfs.RootfsUsage(ctx, rec.ID); err == nil {
 		out.WritableLayer = &runtimeapi.FilesystemUsage{
 			Timestamp:  time.Now().UnixNano(),
-			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: s.cfg.Image.StorageRoot},
+			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: c.src.StorageRoot},
 			UsedBytes:  u64(u.UsedBytes),
 			InodesUsed: u64(u.InodesUsed),
 		}
@@ -129,13 +76,15 @@ func (s *Server) containerStats(ctx context.Context, c *container.Container) (*r
 	return out, nil
 }
 
-func (s *Server) podStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi.PodSandboxStats, error) {
-	return s.podStatsWith(ctx, sb, s.containerStats)
+// PodStats reads a pod's statistics: its own (CPU, memory, processes and,
+// on a pod network, its interfaces) and its containers'.
+func (c *Collector) PodStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi.PodSandboxStats, error) {
+	return c.podStatsWith(ctx, sb, c.ContainerStats)
 }
 
 // podStatsWith is podStats with the pod's containers' statistics from
 // ctrStats.
-func (s *Server) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
+func (c *Collector) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
 	ctrStats func(context.Context, *container.Container) (*runtimeapi.ContainerStats, error),
 ) (*runtimeapi.PodSandboxStats, error) {
 	rec := sb.Record()
@@ -149,8 +98,8 @@ func (s *Server) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
 		},
 		Linux: linux,
 	}
-	for _, c := range s.containers.InSandbox(rec.ID) {
-		cs, err := ctrStats(ctx, c)
+	for _, ctr := range c.src.Containers.InSandbox(rec.ID) {
+		cs, err := ctrStats(ctx, ctr)
 		if err != nil {
 			return nil, err
 		}
@@ -161,12 +110,12 @@ func (s *Server) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
 	}
 	// The pod's own cgroup when the kubelet gave one (it holds the pause
 	// and every container); else the sum of the pod's cgroups.
-	paths := []string{s.sandboxCgroupDir(rec)}
-	if pod := s.podCgroupDir(rec); pod != "" {
+	paths := []string{c.src.SandboxCgroupDir(rec)}
+	if pod := c.src.PodCgroupDir(rec); pod != "" {
 		paths = []string{pod}
 	} else {
-		for _, c := range s.containers.InSandbox(rec.ID) {
-			if cr := c.Record(); cr.State == container.StateRunning {
+		for _, ctr := range c.src.Containers.InSandbox(rec.ID) {
+			if cr := ctr.Record(); cr.State == container.StateRunning {
 				paths = append(paths, cr.CgroupPath)
 			}
 		}
@@ -175,7 +124,7 @@ func (s *Server) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
 	var rate uint64
 	var procs uint64
 	for _, p := range paths {
-		st, r, err := s.sample(p)
+		st, r, err := c.sample(p)
 		if err != nil {
 			if errdefs.IsNotFound(err) {
 				continue

@@ -1,4 +1,4 @@
-package server
+package orphans
 
 import (
 	"context"
@@ -15,16 +15,12 @@ import (
 )
 
 // listRuntimeContainers lists, per handler, the container IDs the runtimes
-// hold. Like the other listings of collectGarbage it must come before the
-// records are read.
-func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime.State {
+// hold. Like the other listings of Collect it must come before the records
+// are read.
+func listRuntimeContainers(ctx context.Context, h Host) map[string][]runtime.State {
 	listed := map[string][]runtime.State{}
-	for name, rt := range s.current().runtimes {
-		l, ok := rt.(runtime.Lister)
-		if !ok {
-			continue
-		}
-		states, err := l.ListContainers(ctx)
+	for name, rt := range h.Runtimes {
+		states, err := rt.ListContainers(ctx)
 		if err != nil {
 			log.G(ctx).Error("list runtime containers", "handler", name, "err", err)
 			continue
@@ -33,7 +29,7 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime
 			// Only what podbay made: a runtime root an operator shares
 			// with another engine also lists that engine's containers,
 			// whose bundles are not in podbay's directories.
-			if within(s.cfg.Root, st.Bundle) {
+			if within(h.Root, st.Bundle) {
 				listed[name] = append(listed[name], st)
 			}
 		}
@@ -41,7 +37,7 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime
 	return listed
 }
 
-// collectRuntimeGarbage is start-up GC's one pass over the runtimes: it
+// collectRuntimes is start-up GC's one pass over the runtimes: it
 // releases the runtime containers of IDs no record owns (those of a
 // database moved aside as corrupt, or of a record quarantined as
 // unreadable). It runs before the namespaces and root filesystems are
@@ -55,8 +51,7 @@ func (s *Server) listRuntimeContainers(ctx context.Context) map[string][]runtime
 //     or container dir) is deleted, never killed, with every handler, for
 //     a runtime that cannot list its containers. Delete succeeds for an ID
 //     a runtime does not know.
-func (s *Server) collectRuntimeGarbage(ctx context.Context, listed map[string][]runtime.State, owned map[string]bool, hinted ...[]string) {
-	runtimes := s.current().runtimes
+func collectRuntimes(ctx context.Context, runtimes map[string]runtime.Runtime, listed map[string][]runtime.State, owned map[string]bool, hinted ...[]string) {
 	done := map[string]bool{}
 	for name, states := range listed {
 		rt := runtimes[name]

@@ -1,4 +1,4 @@
-package server
+package podstats
 
 import (
 	"context"
@@ -37,72 +37,63 @@ type podSample struct {
 	stats *runtimeapi.PodSandboxStats
 }
 
-// statsPeriod is the background sampling period; 0 means none.
-func (s *Server) statsPeriod() time.Duration {
-	return time.Duration(s.cfg.StatsCollectPeriod)
-}
-
-// startStatsCollector samples every period, once recovery has finished,
-// until the server stops.
-func (s *Server) startStatsCollector() {
-	period := s.statsPeriod()
+// Run samples every Period until ctx ends, the first time once ready is
+// closed; with no Period it returns at once.
+func (c *Collector) Run(ctx context.Context, ready <-chan struct{}) {
+	period := c.src.Period
 	if period <= 0 {
 		return
 	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return
+	}
+	// A first sample right away, so that the kubelet's first poll
+	// after a restart is answered from memory too.
+	c.Collect(ctx)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
 		select {
-		case <-s.recovered:
-		case <-s.ctx.Done():
+		case <-t.C:
+			c.Collect(ctx)
+		case <-ctx.Done():
 			return
 		}
-		// A first sample right away, so that the kubelet's first poll
-		// after a restart is answered from memory too.
-		s.collectStats(s.ctx)
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				s.collectStats(s.ctx)
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	}()
+	}
 }
 
-// collectStats samples every published container and pod and replaces the
+// Collect samples every published container and pod and replaces the
 // stored samples, dropping those of objects gone since.
-func (s *Server) collectStats(ctx context.Context) {
+func (c *Collector) Collect(ctx context.Context) {
 	start := time.Now()
 	ctrs := map[string]ctrSample{}
-	for _, c := range s.containers.List() {
+	for _, ctr := range c.src.Containers.List() {
 		if ctx.Err() != nil {
 			return
 		}
-		state := c.Record().State
-		st, err := s.containerStats(ctx, c)
+		state := ctr.Record().State
+		st, err := c.ContainerStats(ctx, ctr)
 		if err != nil {
-			log.G(ctx).Debug("sample container statistics", "container", c.ID, "err", err)
+			log.G(ctx).Debug("sample container statistics", "container", ctr.ID, "err", err)
 			continue
 		}
-		ctrs[c.ID] = ctrSample{state: state, stats: st}
+		ctrs[ctr.ID] = ctrSample{state: state, stats: st}
 	}
 	nctrs := len(ctrs)
-	s.samples.mu.Lock()
-	s.samples.ctrs = ctrs // from here on guarded by s.samples.mu
-	s.samples.mu.Unlock()
+	c.samples.mu.Lock()
+	c.samples.ctrs = ctrs // from here on guarded by c.samples.mu
+	c.samples.mu.Unlock()
 
 	pods := map[string]podSample{}
-	for _, sb := range s.index.List() {
+	for _, sb := range c.src.Sandboxes.List() {
 		if ctx.Err() != nil {
 			return
 		}
 		phase := sb.Phase()
-		n := len(s.containers.InSandbox(sb.ID))
-		st, err := s.podStatsWith(ctx, sb, s.cachedContainerStats)
+		n := len(c.src.Containers.InSandbox(sb.ID))
+		st, err := c.podStatsWith(ctx, sb, c.CachedContainerStats)
 		if err != nil {
 			log.G(ctx).Debug("sample pod statistics", "sandbox", sb.ID, "err", err)
 			continue
@@ -110,35 +101,35 @@ func (s *Server) collectStats(ctx context.Context) {
 		pods[sb.ID] = podSample{phase: phase, ctrs: n, stats: st}
 	}
 	npods := len(pods)
-	s.samples.mu.Lock()
-	s.samples.pods = pods
-	s.samples.mu.Unlock()
+	c.samples.mu.Lock()
+	c.samples.pods = pods
+	c.samples.mu.Unlock()
 	log.G(ctx).Debug("sampled statistics", "containers", nctrs, "pods", npods, "duration", time.Since(start))
 }
 
-// cachedContainerStats returns c's statistics from its last sample when
-// that sample is of c's current state, else reads them (and keeps them when
-// sampling is on).
-func (s *Server) cachedContainerStats(ctx context.Context, c *container.Container) (*runtimeapi.ContainerStats, error) {
-	rec := c.Record()
-	if s.statsPeriod() <= 0 {
-		return s.containerStats(ctx, c)
+// CachedContainerStats returns ctr's statistics from its last sample when
+// that sample is of ctr's current state, else reads them (and keeps them
+// when sampling is on).
+func (c *Collector) CachedContainerStats(ctx context.Context, ctr *container.Container) (*runtimeapi.ContainerStats, error) {
+	rec := ctr.Record()
+	if c.src.Period <= 0 {
+		return c.ContainerStats(ctx, ctr)
 	}
-	s.samples.mu.RLock()
-	smp, ok := s.samples.ctrs[c.ID]
-	s.samples.mu.RUnlock()
+	c.samples.mu.RLock()
+	smp, ok := c.samples.ctrs[ctr.ID]
+	c.samples.mu.RUnlock()
 	if !ok || smp.state != rec.State {
-		st, err := s.containerStats(ctx, c)
+		st, err := c.ContainerStats(ctx, ctr)
 		if err != nil {
 			return nil, err
 		}
 		smp = ctrSample{state: rec.State, stats: st}
-		s.samples.mu.Lock()
-		if s.samples.ctrs == nil {
-			s.samples.ctrs = map[string]ctrSample{}
+		c.samples.mu.Lock()
+		if c.samples.ctrs == nil {
+			c.samples.ctrs = map[string]ctrSample{}
 		}
-		s.samples.ctrs[c.ID] = smp
-		s.samples.mu.Unlock()
+		c.samples.ctrs[ctr.ID] = smp
+		c.samples.mu.Unlock()
 	}
 	// The sample's messages are shared by every answer until the next
 	// sample replaces them: they are only read (marshalled) from here on.
@@ -150,31 +141,40 @@ func (s *Server) cachedContainerStats(ctx context.Context, c *container.Containe
 	}, nil
 }
 
-// cachedPodStats is cachedContainerStats for a pod: its sample stands while
-// the pod is in the same phase with the same number of containers.
-func (s *Server) cachedPodStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi.PodSandboxStats, error) {
-	if s.statsPeriod() <= 0 {
-		return s.podStats(ctx, sb)
+// CachedPodStats is CachedContainerStats for a pod: its sample stands
+// while the pod is in the same phase with the same number of containers.
+func (c *Collector) CachedPodStats(ctx context.Context, sb *sandbox.Sandbox) (*runtimeapi.PodSandboxStats, error) {
+	if c.src.Period <= 0 {
+		return c.PodStats(ctx, sb)
 	}
 	phase := sb.Phase()
-	n := len(s.containers.InSandbox(sb.ID))
-	s.samples.mu.RLock()
-	smp, ok := s.samples.pods[sb.ID]
-	s.samples.mu.RUnlock()
+	n := len(c.src.Containers.InSandbox(sb.ID))
+	c.samples.mu.RLock()
+	smp, ok := c.samples.pods[sb.ID]
+	c.samples.mu.RUnlock()
 	if ok && smp.phase == phase && smp.ctrs == n {
 		return smp.stats, nil
 	}
-	st, err := s.podStatsWith(ctx, sb, s.cachedContainerStats)
+	st, err := c.podStatsWith(ctx, sb, c.CachedContainerStats)
 	if err != nil {
 		return nil, err
 	}
-	s.samples.mu.Lock()
-	if s.samples.pods == nil {
-		s.samples.pods = map[string]podSample{}
+	c.samples.mu.Lock()
+	if c.samples.pods == nil {
+		c.samples.pods = map[string]podSample{}
 	}
-	s.samples.pods[sb.ID] = podSample{phase: phase, ctrs: n, stats: st}
-	s.samples.mu.Unlock()
+	c.samples.pods[sb.ID] = podSample{phase: phase, ctrs: n, stats: st}
+	c.samples.mu.Unlock()
 	return st, nil
+}
+
+// Sampled reports whether container id has a background sample (what a
+// collection keeps of the containers still published).
+func (c *Collector) Sampled(id string) bool {
+	c.samples.mu.RLock()
+	defer c.samples.mu.RUnlock()
+	_, ok := c.samples.ctrs[id]
+	return ok
 }
 
 func containerAttributes(rec container.Record) *runtimeapi.ContainerAttributes {

@@ -1,0 +1,166 @@
+// Package orphans releases what podbay holds on the host that no sandbox
+// or container record owns: the runtimes' containers (killed and deleted
+// first), network namespaces named podbay-<id>, CNI attachments in
+// podbay's private libcni cache (which hold IPAM reservations and host
+// rules), root filesystems and image volumes in podbay's storage, and
+// sandbox and container dirs. The daemon runs it once at start-up, when
+// recovery has reconciled every record (internal/server's Recover).
+package orphans
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/runtime"
+)
+
+// Network is the pod network's cache of attachments.
+type Network interface {
+	Cached() ([]network.CachedAttachment, error)
+	TeardownCached(ctx context.Context, c network.CachedAttachment) error
+}
+
+// NetNS is the pods' pinned network namespaces (netns.Host).
+type NetNS interface {
+	List(dir string) ([]string, error)
+	InUse(path string) (bool, error)
+	Remove(path string) error
+}
+
+// Images is the image store's root filesystems and image volumes.
+type Images interface {
+	Rootfses(ctx context.Context) ([]string, error)
+	RemoveRootfs(ctx context.Context, id string) error
+	// CollectVolumes unmounts the image volumes no container holds and
+	// returns their images.
+	CollectVolumes(ctx context.Context) ([]string, error)
+}
+
+// Host is where the orphans are looked for.
+type Host struct {
+	// Root is podbay's root dir (sandboxes/, containers/ and the
+	// runtimes' bundles under it); NetNSDir where the namespaces are
+	// pinned.
+	Root     string
+	NetNSDir string
+	Network  Network
+	NetNS    NetNS
+	Images   Images
+	// Runtimes are the usable handlers by name.
+	Runtimes map[string]runtime.Runtime
+}
+
+// Collect releases every resource of h that no record owns. owned returns
+// the IDs of every record; it is called after the resources are listed,
+// so that what belongs to a pod made meanwhile is safe (a pod's record is
+// persisted before any of its resources is made). What cannot be released
+// is logged, and the rest goes on.
+func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error)) {
+	cached, err := h.Network.Cached()
+	if err != nil {
+		log.G(ctx).Error("list cached CNI attachments", "err", err)
+	}
+	namespaces, err := h.NetNS.List(h.NetNSDir)
+	if err != nil {
+		log.G(ctx).Error("list network namespaces", "err", err)
+	}
+	rootfses, err := h.Images.Rootfses(ctx)
+	if err != nil {
+		log.G(ctx).Error("list root filesystems", "err", err)
+	}
+	dirs, _ := os.ReadDir(filepath.Join(h.Root, "sandboxes"))
+	ctrDirs, _ := os.ReadDir(filepath.Join(h.Root, "containers"))
+	runtimeIDs := listRuntimeContainers(ctx, h)
+	ids, err := owned()
+	if err != nil {
+		log.G(ctx).Error("garbage collection skipped: read records", "err", err)
+		return
+	}
+	// The runtimes first: a pod whose record is gone may still have its
+	// sandbox container, whose process keeps the namespace in use, and a
+	// root filesystem must not be removed under a running container.
+	collectRuntimes(ctx, h.Runtimes, runtimeIDs, ids, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs))
+
+	// CNI first: the bridge plugin finds what to release (its masquerade
+	// rules) through the namespace, which must still be mounted.
+	for _, c := range cached {
+		if ids[c.ID] {
+			continue
+		}
+		if err := h.Network.TeardownCached(ctx, c); err != nil {
+			log.G(ctx).Error("release orphaned CNI attachment", "pod", c.ID, "err", err)
+		} else {
+			log.G(ctx).Info("released orphaned CNI attachment", "pod", c.ID)
+		}
+	}
+	for _, id := range namespaces {
+		if ids[id] || !objectid.Is(id) {
+			continue
+		}
+		// A namespace a live process is in is not garbage: releasing the
+		// mount frees nothing, and the process may belong to another
+		// daemon sharing this dir (which is not supported, but must not
+		// break running pods).
+		path := netns.Path(h.NetNSDir, id)
+		if inUse, err := h.NetNS.InUse(path); err != nil || inUse {
+			log.G(ctx).Warn("not removing unowned network namespace that a process is in", "pod", id, "err", err)
+			continue
+		}
+		if err := h.NetNS.Remove(path); err != nil {
+			log.G(ctx).Error("remove orphaned network namespace", "pod", id, "err", err)
+		} else {
+			log.G(ctx).Info("removed orphaned network namespace", "pod", id)
+		}
+	}
+	for _, id := range rootfses {
+		if ids[id] {
+			continue
+		}
+		if err := h.Images.RemoveRootfs(ctx, id); err != nil {
+			log.G(ctx).Error("remove orphaned root filesystem", "pod", id, "err", err)
+		} else {
+			log.G(ctx).Info("removed orphaned root filesystem", "pod", id)
+		}
+	}
+	collectImageVolumes(ctx, h.Images)
+	for _, d := range dirs {
+		if !ids[d.Name()] {
+			if err := os.RemoveAll(filepath.Join(h.Root, "sandboxes", d.Name())); err != nil {
+				log.G(ctx).Error("remove orphaned sandbox dir", "pod", d.Name(), "err", err)
+			}
+		}
+	}
+	for _, d := range ctrDirs {
+		if !ids[d.Name()] && objectid.Is(d.Name()) {
+			if err := os.RemoveAll(filepath.Join(h.Root, "containers", d.Name())); err != nil {
+				log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// collectImageVolumes unmounts the image volumes no container holds (a
+// crash between a container's removal and the release of its volumes).
+func collectImageVolumes(ctx context.Context, images Images) {
+	unmounted, err := images.CollectVolumes(ctx)
+	if err != nil {
+		log.G(ctx).Error("collect image volumes", "err", err)
+	}
+	if len(unmounted) > 0 {
+		log.G(ctx).Info("unmounted image volumes no container holds", "images", unmounted)
+	}
+}
+
+// dirNames are the names of entries.
+func dirNames(entries []os.DirEntry) []string {
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names
+}

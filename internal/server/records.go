@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/sandbox"
+	"github.com/podbay/podbay/internal/store"
+)
+
+// The records of pods and containers, one bucket each, keyed by ID.
+const (
+	sandboxBucket   = "sandboxes"
+	containerBucket = "containers"
+)
+
+// save persists a sandbox record.
+func (s *Server) save(rec sandbox.Record) error {
+	if err := s.db.Put(sandboxBucket, rec.ID, sandbox.RecordVersion, rec); err != nil {
+		return fmt.Errorf("persist sandbox %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// loadRecords decodes every record of a bucket; unreadable ones (an unknown
+// version, bad JSON, a key that is not the record's ID) are quarantined by
+// the store and logged.
+func loadRecords[R any](ctx context.Context, db *store.DB, bucket string, version int, id func(R) string) ([]R, error) {
+	var recs []R
+	bad, err := db.ForEach(bucket, func(r store.Record) error {
+		if r.Version != version {
+			return fmt.Errorf("version %d: %w", r.Version, store.ErrBadRecord)
+		}
+		var rec R
+		if err := json.Unmarshal(r.Data, &rec); err != nil || id(rec) != r.Key {
+			return fmt.Errorf("decode: %v: %w", err, store.ErrBadRecord)
+		}
+		recs = append(recs, rec)
+		return nil
+	})
+	for _, k := range bad {
+		log.G(ctx).Error("quarantined unreadable record", "bucket", bucket, "id", k)
+	}
+	return recs, err
+}
+
+// saveContainer persists a record where the caller cannot return the error.
+func (s *Server) saveContainer(ctx context.Context, rec container.Record) {
+	if err := s.db.Put(containerBucket, rec.ID, container.RecordVersion, rec); err != nil {
+		log.G(ctx).Error("persist container", "container", rec.ID, "err", err)
+	}
+}
