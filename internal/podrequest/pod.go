@@ -144,6 +144,17 @@ func FromStoredConfig(cfg *runtimeapi.PodSandboxConfig, opts Options) *Pod {
 	return p
 }
 
+// FromPodConfigCopy converts the copy of its pod's config that the
+// kubelet sends with CreateContainer. Only its user namespace is checked
+// (the container joins it); the rest was validated when the pod ran.
+func FromPodConfigCopy(cfg *runtimeapi.PodSandboxConfig, opts Options) (*Pod, error) {
+	p, errs := convert(cfg, opts)
+	if errs.userNS != nil {
+		return nil, errs.userNS
+	}
+	return p, nil
+}
+
 // conversionErrors are the derivations convert could not make.
 type conversionErrors struct {
 	userNS, bandwidth error
