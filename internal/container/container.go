@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/nameindex"
+	"github.com/podbay/podbay/internal/podrequest"
 )
 
 // RecordVersion is the format version of persisted records.
@@ -118,7 +119,12 @@ type Record struct {
 	RuntimeCreated bool `json:"runtimeCreated,omitempty"`
 	// Removing is set when RemoveContainer has begun; a restart finishes it.
 	Removing bool `json:"removing,omitempty"`
-	// Config is the CRI ContainerConfig as protobuf JSON.
+	// Request is the container as CreateContainer read it: what podbay
+	// acts on. Records written before it have only Config; the server
+	// converts that on load.
+	Request *podrequest.Container `json:"request,omitempty"`
+	// Config is the CRI ContainerConfig as protobuf JSON, kept for
+	// verbose ContainerStatus, checkpoints and a podbay before Request.
 	Config json.RawMessage `json:"config,omitempty"`
 }
 

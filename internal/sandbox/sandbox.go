@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/podrequest"
 )
 
 // RecordVersion is the format version of persisted records.
@@ -99,8 +100,15 @@ type Record struct {
 	Network NetworkPhase `json:"network,omitempty"`
 	// NetworkSettings are what inspect shows; SandboxKey is the netns path.
 	NetworkSettings network.Settings `json:"networkSettings"`
-	// Config is the CRI PodSandboxConfig as protobuf JSON; the server owns
-	// its meaning.
+	// Request is the pod as RunPodSandbox validated it (its resources as
+	// UpdatePodSandboxResources last set them): what podbay acts on.
+	// Records written before it have only Config; the server converts
+	// that on load.
+	Request *podrequest.Pod `json:"request,omitempty"`
+	// Config is the CRI PodSandboxConfig as protobuf JSON, kept for what
+	// shows or exports the kubelet's request (verbose PodSandboxStatus,
+	// pod checkpoints) and for a podbay before Request; podbay acts on
+	// Request.
 	Config json.RawMessage `json:"config,omitempty"`
 }
 

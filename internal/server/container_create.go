@@ -16,6 +16,7 @@ import (
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -77,22 +78,27 @@ func (s *Server) createInPod(ctx context.Context, sb *sandbox.Sandbox, name stri
 	if sbRec.Phase != sandbox.PhaseReady {
 		return nil, fmt.Errorf("pod sandbox %s is not ready: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}
-	sbCfg := req.GetSandboxConfig()
-	if sbCfg == nil {
-		sbCfg = &runtimeapi.PodSandboxConfig{}
-		if err := protojson.Unmarshal(sbRec.Config, sbCfg); err != nil {
-			return nil, fmt.Errorf("decode sandbox config: %w", err)
+	// The pod as RunPodSandbox validated it, or as the kubelet sends it
+	// again with the request.
+	pod := sbRec.Request
+	if sbCfg := req.GetSandboxConfig(); sbCfg != nil {
+		var err error
+		if pod, err = podrequest.FromPodConfigCopy(sbCfg, podrequest.Options{RuntimeHandler: sbRec.RuntimeHandler}); err != nil {
+			return nil, err
 		}
+	}
+	if pod == nil {
+		return nil, fmt.Errorf("pod sandbox %s: its record holds no request: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}
 	id, err := objectid.New()
 	if err != nil {
 		return nil, err
 	}
 	ctx = log.With(ctx, "container", id)
-	return s.createContainer(ctx, id, name, sbRec, sbCfg, req.GetConfig())
+	return s.createContainer(ctx, id, name, sbRec, pod, req.GetConfig())
 }
 
-func (s *Server) createContainer(ctx context.Context, id, name string, sbRec sandbox.Record, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (_ *container.Container, retErr error) {
+func (s *Server) createContainer(ctx context.Context, id, name string, sbRec sandbox.Record, pod *podrequest.Pod, cfg *runtimeapi.ContainerConfig) (_ *container.Container, retErr error) {
 	timer := s.metrics.StartContainer(ctx, "create")
 	rb := undo.Chain{Timeout: cleanupTimeout}
 	rt, err := s.runtimeFor(sbRec.RuntimeHandler)
@@ -103,7 +109,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, err
 	}
-	userNS, err := containerUserNamespace(sbCfg, cfg)
+	creq, err := podrequest.FromContainerConfig(cfg, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -129,18 +135,19 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		ID:          id,
 		Name:        name,
 		SandboxID:   sbRec.ID,
-		MetaName:    cfg.GetMetadata().GetName(),
-		Attempt:     cfg.GetMetadata().GetAttempt(),
+		MetaName:    creq.Name,
+		Attempt:     creq.Attempt,
 		Image:       img.ID,
-		ImageRef:    cfg.GetImage().GetImage(),
-		UserImage:   cfg.GetImage().GetUserSpecifiedImage(),
+		ImageRef:    creq.Image,
+		UserImage:   creq.UserImage,
 		State:       container.StateCreating,
 		CreatedAt:   time.Now(),
-		Labels:      cfg.GetLabels(),
-		Annotations: cfg.GetAnnotations(),
+		Labels:      creq.Labels,
+		Annotations: creq.Annotations,
 		Dir:         filepath.Join(s.cfg.Root, "containers", id),
 		CgroupPath:  s.cgroupDir(parent, id),
 		StopSignal:  img.Config.StopSignal,
+		Request:     creq,
 		Config:      raw,
 	}
 	// Kept with the container: its pod's record may be gone when it is
@@ -150,8 +157,8 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if sig, _ := criStopSignal(cfg.GetStopSignal()); sig != "" { // checked in validation
 		rec.StopSignal = sig // the config's overrides the image's
 	}
-	if lp := cfg.GetLogPath(); lp != "" && sbCfg.GetLogDirectory() != "" {
-		rec.LogPath = filepath.Join(sbCfg.GetLogDirectory(), lp)
+	if lp := creq.LogPath; lp != "" && pod.LogDirectory != "" {
+		rec.LogPath = filepath.Join(pod.LogDirectory, lp)
 	}
 	if rec.Mounts, err = s.containerMounts(ctx, cfg); err != nil {
 		return nil, err
@@ -183,7 +190,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return s.images.RemoveRootfs(ctx, id)
 	})
 	ropts := image.RootfsOptions{}
-	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(userNS)
+	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(creq.UserNS)
 	rootfs, err := s.images.CreateRootfs(ctx, id, img.ID, ropts)
 	if err != nil {
 		return nil, fmt.Errorf("create container root filesystem: %w", err)
@@ -203,7 +210,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, err
 	}
 
-	spec, err := s.containerSpec(ctx, c.Record(), sbRec, sbCfg, cfg, img, rootfs)
+	spec, err := s.containerSpec(ctx, c.Record(), sbRec, pod, creq, cfg, img, rootfs)
 	if err != nil {
 		return nil, err
 	}
@@ -246,9 +253,9 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		ID:            id,
 		BundleDir:     bundle,
 		LogPath:       rec.LogPath,
-		Terminal:      cfg.GetTty(),
-		Stdin:         cfg.GetStdin(),
-		StdinOnce:     cfg.GetStdinOnce(),
+		Terminal:      creq.Tty,
+		Stdin:         creq.Stdin,
+		StdinOnce:     creq.StdinOnce,
 		MonitorCgroup: s.monitorCgroup(),
 		SpawnMonitor:  s.spawnMonitor(ctx),
 		PlaceMonitor:  s.placeMonitor(rec.RuntimeHandler, rec.ID),
@@ -324,7 +331,7 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 		return err
 	}
 	if r := cfg.GetLinux().GetResources(); r != nil {
-		if err := specgen.CheckResources(containerResources(r)); err != nil {
+		if err := specgen.CheckResources(podrequest.Resources(r)); err != nil {
 			return err
 		}
 	}

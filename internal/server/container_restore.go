@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -131,9 +130,9 @@ func (s *Server) startOrRestore(ctx context.Context, rt runtime.Runtime, c *cont
 	if r == nil {
 		return fmt.Errorf("runtime handler %q cannot restore checkpoints: %w", rec.RuntimeHandler, errdefs.ErrNotImplemented)
 	}
-	cfg := &runtimeapi.ContainerConfig{}
-	if err := protojson.Unmarshal(rec.Config, cfg); err != nil {
-		return fmt.Errorf("decode container config: %w", err)
+	req := rec.Request
+	if req == nil {
+		return fmt.Errorf("container %s: its record holds no request", c.ID)
 	}
 	if err := checkpoint.CheckCRIU(ctx, criuPath); err != nil {
 		return err
@@ -146,9 +145,9 @@ func (s *Server) startOrRestore(ctx context.Context, rt runtime.Runtime, c *cont
 		ID:            c.ID,
 		BundleDir:     filepath.Join(rec.Dir, "bundle"),
 		LogPath:       rec.LogPath,
-		Terminal:      cfg.GetTty(),
-		Stdin:         cfg.GetStdin(),
-		StdinOnce:     cfg.GetStdinOnce(),
+		Terminal:      req.Tty,
+		Stdin:         req.Stdin,
+		StdinOnce:     req.StdinOnce,
 		MonitorCgroup: s.monitorCgroup(),
 		SpawnMonitor:  s.spawnMonitor(ctx),
 		PlaceMonitor:  s.placeMonitor(rec.RuntimeHandler, c.ID),

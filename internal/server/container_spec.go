@@ -16,13 +16,14 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
 )
 
 // containerSpec translates a CRI container config, in its pod, into
 // specgen's description, and builds the OCI spec.
-func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec sandbox.Record, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig, img *image.Image, rootfs string) (*specs.Spec, error) {
+func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec sandbox.Record, pod *podrequest.Pod, creq *podrequest.Container, cfg *runtimeapi.ContainerConfig, img *image.Image, rootfs string) (*specs.Spec, error) {
 	lc := cfg.GetLinux()
 	sc := lc.GetSecurityContext()
 
@@ -39,7 +40,6 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		return nil, fmt.Errorf("resolve user: %w", err)
 	}
 
-	sbSec := sbCfg.GetLinux().GetSecurityContext()
 	c := specgen.Container{
 		ID:   rec.ID,
 		Name: rec.MetaName,
@@ -50,7 +50,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 			PID:          sbRec.Pid,
 			CgroupParent: sbRec.CgroupParent,
 			CgroupsPath:  s.cgroupSpecPath(sbRec.CgroupParent, rec.ID),
-			Privileged:   sbSec.GetPrivileged(),
+			Privileged:   pod.Security.Privileged,
 		},
 		Image: specgen.ImageRef{
 			Name: rec.ImageRef, Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd,
@@ -62,24 +62,22 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		WorkingDir: cfg.GetWorkingDir(),
 		User:       user,
 		Tty:        cfg.GetTty(),
-		Hostname:   sbCfg.GetHostname(),
+		Hostname:   pod.Hostname,
 		Files: []specgen.File{
 			{Source: filepath.Join(sbRec.Dir, "resolv.conf"), Dest: "/etc/resolv.conf"},
 			{Source: filepath.Join(sbRec.Dir, "hostname"), Dest: "/etc/hostname"},
 			{Source: filepath.Join(sbRec.Dir, "hosts"), Dest: "/etc/hosts"},
 		},
 		// The pod's and the container's annotations the handler lets through.
-		Annotations: s.containerAnnotations(sbRec.RuntimeHandler, sbCfg.GetAnnotations(), cfg.GetAnnotations()),
+		Annotations: s.containerAnnotations(sbRec.RuntimeHandler, pod.Annotations, creq.Annotations),
 	}
+	c.Sandbox.UserNS = creq.UserNS
 	if c.Sandbox.HostNetwork {
 		if h, err := os.Hostname(); err == nil {
 			c.Hostname = h
 		}
 	}
 	c.Env = criEnv(cfg.GetEnvs())
-	if c.Sandbox.UserNS, err = containerUserNamespace(sbCfg, cfg); err != nil {
-		return nil, err
-	}
 	for i, m := range cfg.GetMounts() {
 		if isImageVolume(m) && i < len(rec.Mounts) {
 			im, err := imageVolumeMount(rec.Mounts[i], m.GetPropagation())
@@ -126,7 +124,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		c.Devices = append(c.Devices, devs...)
 	}
 	if r := lc.GetResources(); r != nil {
-		c.Resources = containerResources(r)
+		c.Resources = podrequest.Resources(r)
 	}
 	c.Security = specgen.Security{
 		Privileged:     sc.GetPrivileged(),
@@ -134,7 +132,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		CapDrop:        sc.GetCapabilities().GetDropCapabilities(),
 		ReadonlyRootfs: sc.GetReadonlyRootfs(),
 		NoNewPrivs:     sc.GetNoNewPrivs(),
-		Sysctls:        sbCfg.GetLinux().GetSysctls(),
+		Sysctls:        pod.Sysctls,
 		Namespaces: specgen.NamespaceOptions{
 			Pid: specgen.NamespaceMode(sc.GetNamespaceOptions().GetPid()),
 			Ipc: specgen.NamespaceMode(sc.GetNamespaceOptions().GetIpc()),
@@ -172,7 +170,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.injectHooksAndDevices(ctx, spec, sbCfg, cfg); err != nil {
+	if err := s.injectHooksAndDevices(ctx, spec, pod.Annotations, cfg); err != nil {
 		return nil, err
 	}
 	if err := specgen.CheckExecutable(rootfs, spec); err != nil {
@@ -202,24 +200,6 @@ func criEnv(kvs []*runtimeapi.KeyValue) []specgen.KeyValue {
 func isProcFS(path string) bool {
 	var st unix.Statfs_t
 	return unix.Statfs(path, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
-}
-
-// containerResources translates CRI resources (CreateContainer and
-// UpdateContainerResources share it).
-func containerResources(r *runtimeapi.LinuxContainerResources) specgen.Resources {
-	out := specgen.Resources{
-		CPUShares: uint64(r.GetCpuShares()), CPUQuota: r.GetCpuQuota(), CPUPeriod: uint64(r.GetCpuPeriod()),
-		CpusetCpus: r.GetCpusetCpus(), CpusetMems: r.GetCpusetMems(),
-		MemoryLimit: r.GetMemoryLimitInBytes(), MemorySwapLimit: r.GetMemorySwapLimitInBytes(),
-		OOMScoreAdj: int(r.GetOomScoreAdj()), Unified: r.GetUnified(),
-	}
-	for _, h := range r.GetHugepageLimits() {
-		if out.HugepageLimits == nil {
-			out.HugepageLimits = map[string]uint64{}
-		}
-		out.HugepageLimits[h.GetPageSize()] = h.GetLimit()
-	}
-	return out
 }
 
 // seccompProfile maps the CRI profile. No profile is Unconfined, as

@@ -36,15 +36,15 @@ type OCIHooks interface {
 // Hooks match the container's annotations merged with its pod's (the
 // pod's win, as in CRI-O), and hasBindMounts means the client asked host
 // paths to be mounted.
-func (s *Server) injectHooksAndDevices(ctx context.Context, spec *specs.Spec, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) error {
+func (s *Server) injectHooksAndDevices(ctx context.Context, spec *specs.Spec, podAnnotations map[string]string, cfg *runtimeapi.ContainerConfig) error {
 	devices, err := requestedCDIDevices(cfg)
 	if err != nil {
 		return err
 	}
 	if s.hooks != nil {
-		annotations := make(map[string]string, len(cfg.GetAnnotations())+len(sbCfg.GetAnnotations()))
+		annotations := make(map[string]string, len(cfg.GetAnnotations())+len(podAnnotations))
 		maps.Copy(annotations, cfg.GetAnnotations())
-		maps.Copy(annotations, sbCfg.GetAnnotations())
+		maps.Copy(annotations, podAnnotations)
 		applied := s.hooks.Apply(ctx, spec, hooks.Container{
 			Annotations:   annotations,
 			HasBindMounts: len(cfg.GetMounts()) > 0,

@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/specgen"
 )
 
@@ -145,7 +146,7 @@ func TestSeccompProfileMustBeARegularFile(t *testing.T) {
 // Each DNS server, search domain and option is one word: a newline or
 // space would write lines into the pod's resolv.conf.
 func TestResolvConfRefusesInjectedLines(t *testing.T) {
-	for _, dns := range []*runtimeapi.DNSConfig{
+	for _, dns := range []*network.DNS{
 		{Servers: []string{"10.0.0.10\nnameserver 6.6.6.6"}},
 		{Searches: []string{"svc.cluster.local evil.example"}},
 		{Options: []string{"ndots:5\x00"}},
@@ -155,7 +156,7 @@ func TestResolvConfRefusesInjectedLines(t *testing.T) {
 			t.Errorf("resolvConf(%q): %v, want InvalidArgument", dns, err)
 		}
 	}
-	b, err := resolvConf(&runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}, Searches: []string{"a.local", "b.local"}, Options: []string{"ndots:5"}})
+	b, err := resolvConf(&network.DNS{Servers: []string{"10.0.0.10"}, Searches: []string{"a.local", "b.local"}, Options: []string{"ndots:5"}})
 	if err != nil || string(b) != "search a.local b.local\nnameserver 10.0.0.10\noptions ndots:5\n" {
 		t.Errorf("resolvConf = %q, %v", b, err)
 	}

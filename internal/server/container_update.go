@@ -8,6 +8,7 @@ import (
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/specgen"
 )
 
@@ -28,7 +29,7 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	if req.GetLinux() == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
-	res, err := specgen.LinuxResources(containerResources(req.GetLinux()), s.host)
+	res, err := specgen.LinuxResources(podrequest.Resources(req.GetLinux()), s.host)
 	if err != nil {
 		return nil, err
 	}

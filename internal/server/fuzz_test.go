@@ -20,6 +20,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -163,7 +164,11 @@ func FuzzRunPodSandbox(f *testing.F) {
 			return
 		}
 		id := strings.Repeat("ab", 32)
-		rec, err := srv.newRecord(id, sandboxName(md), handler, cfg)
+		pod, err := podrequest.FromSandboxConfig(cfg, podrequest.Options{RuntimeHandler: handler})
+		if err != nil {
+			t.Fatalf("request of a valid config: %v", err)
+		}
+		rec, err := srv.newRecord(id, sandboxName(pod.Metadata), pod, cfg)
 		if err != nil {
 			t.Fatalf("record of a valid config: %v", err)
 		}
@@ -172,7 +177,7 @@ func FuzzRunPodSandbox(f *testing.F) {
 			ResolvConf: filepath.Join(dir, "resolv.conf"), Hostname: filepath.Join(dir, "hostname"),
 			Hosts: filepath.Join(dir, "hosts"), HostnameValue: cfg.GetHostname(),
 		}
-		spec, err := srv.sandboxSpec(rec, cfg, files, "/rootfs", []string{"/pause"})
+		spec, err := srv.sandboxSpec(rec, pod, files, "/rootfs", []string{"/pause"})
 		if err != nil {
 			wantCode(t, err, codes.InvalidArgument)
 			return
@@ -330,8 +335,18 @@ func FuzzCreateContainer(f *testing.F) {
 		if sbCfg == nil {
 			sbCfg = fuzzPodConfig()
 		}
+		pod, err := podrequest.FromPodConfigCopy(sbCfg, podrequest.Options{})
+		if err != nil {
+			wantCode(t, err, codes.InvalidArgument)
+			return
+		}
+		creq, err := podrequest.FromContainerConfig(cfg, pod)
+		if err != nil {
+			wantCode(t, err, codes.InvalidArgument)
+			return
+		}
 		rec := container.Record{ID: strings.Repeat("ef", 32), MetaName: cfg.GetMetadata().GetName(), ImageRef: cfg.GetImage().GetImage()}
-		spec, err := srv.containerSpec(context.Background(), rec, sbRec, sbCfg, cfg, img, rootfs)
+		spec, err := srv.containerSpec(context.Background(), rec, sbRec, pod, creq, cfg, img, rootfs)
 		if err != nil {
 			wantCode(t, err, codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound)
 			return

@@ -11,6 +11,7 @@ import (
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -43,7 +44,7 @@ func TestPodBandwidth(t *testing.T) {
 		{name: "good ingress, bad egress", ann: map[string]string{annotations.IngressBandwidth: "10M", annotations.EgressBandwidth: "10X"}, invalid: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := podBandwidth(tt.ann)
+			got, err := podrequest.PodBandwidth(tt.ann)
 			if tt.invalid {
 				if !errors.Is(err, errdefs.ErrInvalidArgument) {
 					t.Fatalf("podBandwidth = %+v, %v; want ErrInvalidArgument", got, err)
@@ -93,7 +94,7 @@ func TestAttachmentCapabilities(t *testing.T) {
 			Options:  []string{"ndots:5"},
 		},
 	}
-	att := attachment(sandbox.Record{ID: "id1"}, cfg, "/run/netns/x")
+	att := attachment(sandbox.Record{ID: "id1"}, podrequest.FromStoredConfig(cfg, podrequest.Options{}), "/run/netns/x")
 	if want := (&network.Bandwidth{EgressRate: 5_000_000, EgressBurst: math.MaxUint32}); !reflect.DeepEqual(att.Bandwidth, want) {
 		t.Errorf("Bandwidth = %+v, want %+v", att.Bandwidth, want)
 	}
@@ -102,7 +103,7 @@ func TestAttachmentCapabilities(t *testing.T) {
 		t.Errorf("DNS = %+v, want %+v", att.DNS, want)
 	}
 
-	att = attachment(sandbox.Record{ID: "id2"}, &runtimeapi.PodSandboxConfig{}, "/run/netns/y")
+	att = attachment(sandbox.Record{ID: "id2"}, podrequest.FromStoredConfig(&runtimeapi.PodSandboxConfig{}, podrequest.Options{}), "/run/netns/y")
 	if att.Bandwidth != nil || att.DNS != nil {
 		t.Errorf("pod without annotations or DNS config: Bandwidth %+v, DNS %+v; want nil, nil", att.Bandwidth, att.DNS)
 	}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podrequest"
 )
 
 // checkNetworkOrder refuses a pod that asks for network order "after" on
@@ -19,13 +18,13 @@ import (
 // such a sandbox never gets the pod's interface or IP. The handler's
 // allow_network_after runs the pod anyway, with a warning logged. A pod
 // on the node's network has no pod network to order.
-func checkNetworkOrder(ctx context.Context, handler string, rc config.Runtime, order string, cfg *runtimeapi.PodSandboxConfig) error {
-	if !rc.RequiresNetworkBeforeStart || order != config.OrderAfter ||
-		cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
+func checkNetworkOrder(ctx context.Context, handler string, rc config.Runtime, pod *podrequest.Pod) error {
+	order := pod.NetworkOrder
+	if !rc.RequiresNetworkBeforeStart || order != config.OrderAfter || pod.HostNetwork() {
 		return nil
 	}
 	from := "the handler's network_order"
-	if v, ok := cfg.GetAnnotations()[annotations.NetworkOrder]; ok && v == config.OrderAfter {
+	if pod.NetworkOrderFromAnnotation() {
 		from = "annotation " + annotations.NetworkOrder
 	}
 	if rc.AllowNetworkAfter {

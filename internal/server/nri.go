@@ -10,8 +10,6 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/protobuf/encoding/protojson"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
@@ -35,19 +33,18 @@ func (s *Server) StopNRI() { s.nri.Stop() }
 // nriPod describes the pod of rec to the plugins.
 func (s *Server) nriPod(rec sandbox.Record) *api.PodSandbox {
 	var res nri.PodResources
-	cfg := &runtimeapi.PodSandboxConfig{}
-	if len(rec.Config) > 0 && protojson.Unmarshal(rec.Config, cfg) == nil {
-		res.Resources = s.ociResources(cfg.GetLinux().GetResources())
-		res.Overhead = s.ociResources(cfg.GetLinux().GetOverhead())
+	if p := rec.Request; p != nil {
+		res.Resources = s.ociResources(p.Resources)
+		res.Overhead = s.ociResources(p.Overhead)
 	}
 	return nri.NewPod(rec, readSpec(filepath.Join(rec.Dir, "bundle")), res)
 }
 
-func (s *Server) ociResources(r *runtimeapi.LinuxContainerResources) *specs.LinuxResources {
+func (s *Server) ociResources(r *specgen.Resources) *specs.LinuxResources {
 	if r == nil {
 		return nil
 	}
-	out, err := specgen.LinuxResources(containerResources(r), s.host)
+	out, err := specgen.LinuxResources(*r, s.host)
 	if err != nil {
 		return nil
 	}

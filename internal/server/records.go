@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/store"
 )
@@ -52,4 +56,36 @@ func (s *Server) saveContainer(ctx context.Context, rec container.Record) {
 	if err := s.db.Put(containerBucket, rec.ID, container.RecordVersion, rec); err != nil {
 		log.G(ctx).Error("persist container", "container", rec.ID, "err", err)
 	}
+}
+
+// withPodRequest gives a sandbox record written before records held the
+// pod's request (Record.Request) the request converted from its stored
+// CRI config, without validating it again: the pod was accepted when it
+// ran. Its network order is the one it ran with.
+func withPodRequest(ctx context.Context, rec sandbox.Record) sandbox.Record {
+	if rec.Request != nil || len(rec.Config) == 0 {
+		return rec
+	}
+	cfg := &runtimeapi.PodSandboxConfig{}
+	if err := protojson.Unmarshal(rec.Config, cfg); err != nil {
+		log.G(ctx).Error("sandbox record: decode its config", "pod", rec.ID, "err", err)
+		return rec
+	}
+	rec.Request = podrequest.FromStoredConfig(cfg, podrequest.Options{RuntimeHandler: rec.RuntimeHandler})
+	rec.Request.NetworkOrder = rec.NetworkOrder
+	return rec
+}
+
+// withContainerRequest is withPodRequest for a container record.
+func withContainerRequest(ctx context.Context, rec container.Record) container.Record {
+	if rec.Request != nil || len(rec.Config) == 0 {
+		return rec
+	}
+	cfg := &runtimeapi.ContainerConfig{}
+	if err := protojson.Unmarshal(rec.Config, cfg); err != nil {
+		log.G(ctx).Error("container record: decode its config", "container", rec.ID, "err", err)
+		return rec
+	}
+	rec.Request = podrequest.FromStoredContainerConfig(cfg)
+	return rec
 }

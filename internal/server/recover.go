@@ -42,6 +42,12 @@ func (s *Server) Recover(ctx context.Context) error {
 		log.G(ctx).Error("load container records", "err", err)
 	}
 
+	for i := range sbRecs {
+		sbRecs[i] = withPodRequest(ctx, sbRecs[i])
+	}
+	for i := range ctrRecs {
+		ctrRecs[i] = withContainerRequest(ctx, ctrRecs[i])
+	}
 	s.holdImageVolumes(ctx, ctrRecs)
 	var jobs []func(context.Context)
 	pods := map[string]*podRecovery{}

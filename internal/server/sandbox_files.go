@@ -7,7 +7,8 @@ import (
 	"strings"
 	"unicode"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/podrequest"
 )
 
 // sandboxFiles are the per-pod files the sandbox and, later, its containers
@@ -23,17 +24,17 @@ const defaultHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loo
 // writeSandboxFiles writes the pod's resolv.conf, hostname and hosts into
 // dir. With no DNS config the host's resolv.conf is used, as containerd
 // does; a host-network pod gets the host's hostname and hosts.
-func writeSandboxFiles(dir string, cfg *runtimeapi.PodSandboxConfig, hostNetwork bool) (sandboxFiles, error) {
+func writeSandboxFiles(dir string, pod *podrequest.Pod, hostNetwork bool) (sandboxFiles, error) {
 	f := sandboxFiles{
 		ResolvConf: filepath.Join(dir, "resolv.conf"),
 		Hostname:   filepath.Join(dir, "hostname"),
 		Hosts:      filepath.Join(dir, "hosts"),
 	}
-	resolv, err := resolvConf(cfg.GetDnsConfig())
+	resolv, err := resolvConf(pod.DNS)
 	if err != nil {
 		return f, err
 	}
-	f.HostnameValue = cfg.GetHostname()
+	f.HostnameValue = pod.Hostname
 	hosts := []byte(defaultHosts)
 	if hostNetwork {
 		if f.HostnameValue, err = os.Hostname(); err != nil {
@@ -59,15 +60,18 @@ func writeSandboxFiles(dir string, cfg *runtimeapi.PodSandboxConfig, hostNetwork
 }
 
 // resolvConf renders a DNS config; nil or empty means the host's file.
-func resolvConf(dns *runtimeapi.DNSConfig) ([]byte, error) {
-	if len(dns.GetServers()) == 0 && len(dns.GetSearches()) == 0 && len(dns.GetOptions()) == 0 {
+func resolvConf(dns *network.DNS) ([]byte, error) {
+	if dns == nil {
+		dns = &network.DNS{}
+	}
+	if len(dns.Servers) == 0 && len(dns.Searches) == 0 && len(dns.Options) == 0 {
 		b, err := os.ReadFile("/etc/resolv.conf")
 		if err != nil && !os.IsNotExist(err) {
 			return nil, fmt.Errorf("read host resolv.conf: %w", err)
 		}
 		return b, nil
 	}
-	for _, list := range [][]string{dns.GetServers(), dns.GetSearches(), dns.GetOptions()} {
+	for _, list := range [][]string{dns.Servers, dns.Searches, dns.Options} {
 		for _, v := range list {
 			// One word each: a space or newline would add entries or
 			// lines to the pod's resolv.conf that nobody asked for.
@@ -77,14 +81,14 @@ func resolvConf(dns *runtimeapi.DNSConfig) ([]byte, error) {
 		}
 	}
 	var b strings.Builder
-	if len(dns.GetSearches()) > 0 {
-		fmt.Fprintf(&b, "search %s\n", strings.Join(dns.GetSearches(), " "))
+	if len(dns.Searches) > 0 {
+		fmt.Fprintf(&b, "search %s\n", strings.Join(dns.Searches, " "))
 	}
-	for _, s := range dns.GetServers() {
+	for _, s := range dns.Servers {
 		fmt.Fprintf(&b, "nameserver %s\n", s)
 	}
-	if len(dns.GetOptions()) > 0 {
-		fmt.Fprintf(&b, "options %s\n", strings.Join(dns.GetOptions(), " "))
+	if len(dns.Options) > 0 {
+		fmt.Fprintf(&b, "options %s\n", strings.Join(dns.Options, " "))
 	}
 	return []byte(b.String()), nil
 }

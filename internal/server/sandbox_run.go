@@ -5,22 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/config"
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -36,12 +33,6 @@ import (
 // the same).
 func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
 	cfg := req.GetConfig()
-	if err := validateSandboxConfig(cfg); err != nil {
-		return nil, err
-	}
-	if err := s.checkCgroupParent(cfg.GetLinux().GetCgroupParent()); err != nil {
-		return nil, err
-	}
 	// Held until the pod is published or given up: a reload keeps the
 	// handler meanwhile.
 	lease, err := s.live.Acquire(req.GetRuntimeHandler())
@@ -55,22 +46,28 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 	}()
 	handler, rt := lease.Handler, lease.Runtime
-	ctl := podsandbox.ForHandler(lease.Config.Type, rt)
-	if err := checkNetworkOrder(ctx, handler, lease.Config, s.networkOrder(handler, cfg.GetAnnotations()), cfg); err != nil {
+	pod, err := podrequest.FromSandboxConfig(cfg, podrequest.Options{RuntimeHandler: handler, DefaultNetworkOrder: lease.Config.NetworkOrder})
+	if err != nil {
 		return nil, err
 	}
-	userNS, _ := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()) // validated above
-	if err := checkUserNamespaceSupport(handler, lease.Capabilities.HandlerFeatures(), userNS); err != nil {
+	if err := s.checkCgroupParent(pod.CgroupParent); err != nil {
+		return nil, err
+	}
+	ctl := podsandbox.ForHandler(lease.Config.Type, rt)
+	if err := checkNetworkOrder(ctx, handler, lease.Config, pod); err != nil {
+		return nil, err
+	}
+	if err := checkUserNamespaceSupport(handler, lease.Capabilities.HandlerFeatures(), pod.UserNS); err != nil {
 		return nil, err
 	}
 	if ctl.Traits().HostKernel {
 		// The node's kernel is the pod's: a sysctl it lacks, runc cannot
 		// set. A VM's guest kernel may have sysctls the node lacks.
-		if err := specgen.CheckSysctlsExist(cfg.GetLinux().GetSysctls()); err != nil {
+		if err := specgen.CheckSysctlsExist(pod.Sysctls); err != nil {
 			return nil, err
 		}
 	}
-	name := sandboxName(cfg.GetMetadata())
+	name := sandboxName(pod.Metadata)
 	ctx = log.With(ctx, "podName", name)
 
 	mine, id, err := claim(ctx, s.index, name, sandbox.ErrNameReserved)
@@ -85,7 +82,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	sb, err := detach(s, ctx,
 		func(work context.Context) (*sandbox.Sandbox, error) {
 			defer lease.Release()
-			sb, err := s.runPodSandbox(work, name, handler, rt, ctl, cfg)
+			sb, err := s.runPodSandbox(work, name, rt, ctl, pod, cfg)
 			s.finishSandbox(work, name, mine, sb, err)
 			return sb, err
 		},
@@ -99,7 +96,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // runPodSandbox does RunPodSandbox's work. Every step registers its undo
 // right after it acquires a resource (or before, where the acquire can
 // half-succeed); a failure undoes exactly the steps done, in reverse.
-func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt runtime.Runtime, ctl podsandbox.Controller, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
+// cfg is the request's config as the kubelet sent it, kept in the record
+// for what shows it; pod is what podbay acts on.
+func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runtime, ctl podsandbox.Controller, pod *podrequest.Pod, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start(ctx, "run")
 	rb := undo.Chain{Timeout: cleanupTimeout}
 	id, err := objectid.New()
@@ -114,7 +113,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	}
 	timer.Phase("pause_image")
 
-	rec, err := s.newRecord(id, name, handler, cfg)
+	rec, err := s.newRecord(id, name, pod, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +145,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	defer rb.OnError(ctx, &retErr, "remove sandbox dir", func(context.Context) error {
 		return os.RemoveAll(rec.Dir)
 	})
-	files, err := writeSandboxFiles(rec.Dir, cfg, rec.NetworkMode == sandbox.ModeHost)
+	files, err := writeSandboxFiles(rec.Dir, pod, rec.NetworkMode == sandbox.ModeHost)
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +156,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 		return s.images.RemoveRootfs(ctx, id)
 	})
 	ropts := image.RootfsOptions{}
-	if u, err := podUserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()); err == nil {
-		ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(u) // validated by RunPodSandbox
-	}
+	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(pod.UserNS)
 	makeRootfs := func(ctx context.Context) (string, error) {
 		rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, ropts)
 		if err != nil {
@@ -169,7 +166,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 	}
 	// Where CNI ADD and the runtime's create overlap, the root filesystem
 	// is made beside ADD too, on the create's side.
-	overlap := overlapNetworkAndCreate(rec, ctl.Traits(), cfg)
+	overlap := overlapNetworkAndCreate(rec, ctl.Traits(), pod)
 	var rootfs string
 	if !overlap {
 		if rootfs, err = makeRootfs(ctx); err != nil {
@@ -194,7 +191,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 		timer.Phase("netns")
 	}
 
-	att := attachment(rec, cfg, key)
+	att := attachment(rec, pod, key)
 	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderBefore {
 		// Registered before ADD: an ADD that failed half way still needs DEL.
 		defer rb.OnError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
@@ -212,11 +209,11 @@ func (s *Server) runPodSandbox(ctx context.Context, name, handler string, rt run
 		return ctl.Delete(ctx, id)
 	})
 	if overlap {
-		if err := s.setupNetworkWhileCreating(ctx, sb, rt, ctl, att, cfg, files, makeRootfs, pauseArgs(pause), timer); err != nil {
+		if err := s.setupNetworkWhileCreating(ctx, sb, rt, ctl, att, pod, files, makeRootfs, pauseArgs(pause), timer); err != nil {
 			return nil, err
 		}
 	} else {
-		if err := s.createSandboxContainer(ctx, sb, rt, ctl, cfg, files, rootfs, pauseArgs(pause)); err != nil {
+		if err := s.createSandboxContainer(ctx, sb, rt, ctl, pod, files, rootfs, pauseArgs(pause)); err != nil {
 			return nil, err
 		}
 		timer.Phase("runtime_create")
@@ -285,8 +282,8 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 
 // createSandboxContainer writes the bundle and has the runtime create the
 // pause container.
-func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) error {
-	bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
+func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, pod *podrequest.Pod, files sandboxFiles, rootfs string, args []string) error {
+	bundle, err := s.writeSandboxBundle(sb.Record(), pod, files, rootfs, args)
 	if err != nil {
 		return err
 	}
@@ -306,8 +303,8 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 // writeSandboxBundle builds the pause container's spec and writes its
 // bundle; it returns the bundle's directory.
 // The handler is held by the RunPodSandbox's lease meanwhile.
-func (s *Server) writeSandboxBundle(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, rootfs string, args []string) (string, error) {
-	spec, err := s.sandboxSpec(rec, cfg, files, rootfs, args)
+func (s *Server) writeSandboxBundle(rec sandbox.Record, pod *podrequest.Pod, files sandboxFiles, rootfs string, args []string) (string, error) {
+	spec, err := s.sandboxSpec(rec, pod, files, rootfs, args)
 	if err != nil {
 		return "", err
 	}
@@ -335,39 +332,40 @@ func (s *Server) createPause(ctx context.Context, ctl podsandbox.Controller, id,
 	return pid, nil
 }
 
-// newRecord builds the record of a new sandbox from its config.
-func (s *Server) newRecord(id, name, handler string, cfg *runtimeapi.PodSandboxConfig) (sandbox.Record, error) {
-	md := cfg.GetMetadata()
-	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+// newRecord builds the record of a new sandbox from its request; cfg, the
+// request as the kubelet sent it, is kept for what shows it.
+func (s *Server) newRecord(id, name string, pod *podrequest.Pod, cfg *runtimeapi.PodSandboxConfig) (sandbox.Record, error) {
+	md := pod.Metadata
 	rec := sandbox.Record{
 		ID:             id,
 		Name:           name,
-		Metadata:       sandbox.Metadata{Name: md.GetName(), Namespace: md.GetNamespace(), UID: md.GetUid(), Attempt: md.GetAttempt()},
+		Metadata:       sandbox.Metadata{Name: md.Name, Namespace: md.Namespace, UID: md.UID, Attempt: md.Attempt},
 		Phase:          sandbox.PhaseCreating,
 		CreatedAt:      time.Now(),
-		RuntimeHandler: handler,
+		RuntimeHandler: pod.RuntimeHandler,
 		NetworkMode:    sandbox.ModeCNI,
-		NetworkOrder:   s.networkOrder(handler, cfg.GetAnnotations()),
+		NetworkOrder:   pod.NetworkOrder,
 		Namespaces: sandbox.Namespaces{
-			Network: sandbox.NamespaceMode(nsOpts.GetNetwork().String()),
-			PID:     sandbox.NamespaceMode(nsOpts.GetPid().String()),
-			IPC:     sandbox.NamespaceMode(nsOpts.GetIpc().String()),
+			Network: sandbox.NamespaceMode(pod.Namespaces.Network),
+			PID:     sandbox.NamespaceMode(pod.Namespaces.PID),
+			IPC:     sandbox.NamespaceMode(pod.Namespaces.IPC),
 		},
-		Labels:       cfg.GetLabels(),
-		Annotations:  cfg.GetAnnotations(),
+		Labels:       pod.Labels,
+		Annotations:  pod.Annotations,
 		Dir:          filepath.Join(s.cfg.Root, "sandboxes", id),
-		CgroupParent: cfg.GetLinux().GetCgroupParent(),
+		CgroupParent: pod.CgroupParent,
+		Request:      pod,
 	}
 	if rec.CgroupParent == "" {
 		rec.CgroupParent = s.cfg.DefaultCgroupParent
 	}
-	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE {
+	if pod.HostNetwork() {
 		rec.NetworkMode = sandbox.ModeHost
 	} else {
 		rec.NetworkSettings.SandboxKey = netns.Path(s.cfg.NetNSDir, id)
 	}
 	rec.NetworkSettings.SandboxID = id
-	for _, pm := range portMappings(cfg) {
+	for _, pm := range pod.PortMappings {
 		rec.NetworkSettings.CNIPorts = append(rec.NetworkSettings.CNIPorts, network.CNIPortMapping(pm))
 	}
 	raw, err := protojson.Marshal(cfg)
@@ -378,141 +376,21 @@ func (s *Server) newRecord(id, name, handler string, cfg *runtimeapi.PodSandboxC
 	return rec, nil
 }
 
-// networkOrder picks the pod's network order: iSulad's annotation, then
-// podbay's, then the handler's default.
-func (s *Server) networkOrder(handler string, podAnnotations map[string]string) string {
-	if strings.EqualFold(podAnnotations[annotations.NetworkSetupV2], "true") {
-		return config.OrderBefore
-	}
-	switch v := podAnnotations[annotations.NetworkOrder]; v {
-	case config.OrderBefore, config.OrderAfter:
-		return v
-	}
-	if o := s.current().Config().Runtimes[handler].NetworkOrder; o != "" {
-		return o
-	}
-	return config.OrderBefore
-}
-
 // attachment describes the pod to CNI.
-func attachment(rec sandbox.Record, cfg *runtimeapi.PodSandboxConfig, netnsPath string) network.Attachment {
-	// validateSandboxConfig refused a bad annotation before anything was made.
-	bw, _ := podBandwidth(cfg.GetAnnotations())
+func attachment(rec sandbox.Record, pod *podrequest.Pod, netnsPath string) network.Attachment {
 	return network.Attachment{
 		ID:           rec.ID,
 		NetNS:        netnsPath,
 		PodName:      rec.Metadata.Name,
 		PodNamespace: rec.Metadata.Namespace,
 		PodUID:       rec.Metadata.UID,
-		PortMappings: portMappings(cfg),
-		Bandwidth:    bw,
-		DNS:          podDNS(cfg),
+		PortMappings: pod.PortMappings,
+		Bandwidth:    pod.Bandwidth,
+		DNS:          pod.DNS,
 	}
-}
-
-func portMappings(cfg *runtimeapi.PodSandboxConfig) []network.PortMapping {
-	var out []network.PortMapping
-	for _, pm := range cfg.GetPortMappings() {
-		// Like containerd: a mapping without a host port publishes nothing.
-		if pm.GetHostPort() <= 0 {
-			continue
-		}
-		out = append(out, network.PortMapping{
-			HostPort:      pm.GetHostPort(),
-			ContainerPort: pm.GetContainerPort(),
-			Protocol:      strings.ToLower(pm.GetProtocol().String()),
-			HostIP:        pm.GetHostIp(),
-		})
-	}
-	return out
 }
 
 // sandboxName is the kubelet-compatible unique name of a pod attempt.
-func sandboxName(md *runtimeapi.PodSandboxMetadata) string {
-	return fmt.Sprintf("k8s_POD_%s_%s_%s_%d", md.GetName(), md.GetNamespace(), md.GetUid(), md.GetAttempt())
-}
-
-func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
-	if cfg == nil {
-		return fmt.Errorf("sandbox config is required: %w", errdefs.ErrInvalidArgument)
-	}
-	md := cfg.GetMetadata()
-	if md == nil {
-		return fmt.Errorf("sandbox config metadata is required: %w", errdefs.ErrInvalidArgument)
-	}
-	for _, f := range []struct{ field, val string }{
-		{"name", md.GetName()}, {"namespace", md.GetNamespace()}, {"uid", md.GetUid()},
-	} {
-		if f.val == "" {
-			return fmt.Errorf("sandbox metadata %s is required: %w", f.field, errdefs.ErrInvalidArgument)
-		}
-		if len(f.val) > 253 || strings.ContainsAny(f.val, "/\x00") {
-			return fmt.Errorf("sandbox metadata %s %q is not a valid name: %w", f.field, f.val, errdefs.ErrInvalidArgument)
-		}
-	}
-	if err := checkLogDirectory(cfg.GetLogDirectory()); err != nil {
-		return err
-	}
-	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	// What the runtime would refuse at create, after the pod's network
-	// and storage are made.
-	desc := specgen.Sandbox{
-		Hostname:    cfg.GetHostname(),
-		HostNetwork: nsOpts.GetNetwork() == runtimeapi.NamespaceMode_NODE,
-		HostIPC:     nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE,
-		Sysctls:     cfg.GetLinux().GetSysctls(),
-
-		SupplementalGroups: cfg.GetLinux().GetSecurityContext().GetSupplementalGroups(),
-	}
-	setPodResources(&desc, cfg.GetLinux().GetResources())
-	var err error
-	if desc.UserNS, err = podUserNamespace(nsOpts.GetUsernsOptions()); err != nil {
-		return err
-	}
-	if err := specgen.CheckSandbox(desc); err != nil {
-		return err
-	}
-	if nsOpts.GetNetwork() == runtimeapi.NamespaceMode_TARGET || nsOpts.GetNetwork() == runtimeapi.NamespaceMode_CONTAINER {
-		return fmt.Errorf("network namespace mode %s is not valid for a pod: %w", nsOpts.GetNetwork(), errdefs.ErrInvalidArgument)
-	}
-	if nsOpts.GetNetwork() != runtimeapi.NamespaceMode_NODE {
-		// Like containerd, only for pods CNI runs for: a host-network pod
-		// is not shaped.
-		if _, err := podBandwidth(cfg.GetAnnotations()); err != nil {
-			return err
-		}
-	}
-	for _, pm := range cfg.GetPortMappings() {
-		if pm.GetContainerPort() <= 0 || pm.GetContainerPort() > 65535 || pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
-			return fmt.Errorf("port mapping %d:%d is out of range: %w", pm.GetHostPort(), pm.GetContainerPort(), errdefs.ErrInvalidArgument)
-		}
-		// Refused here, before anything is made: CNI refuses it too, in
-		// ADD and again in the DEL that undoes it, which left the pod
-		// unremovable.
-		if _, ok := runtimeapi.Protocol_name[int32(pm.GetProtocol())]; !ok {
-			return fmt.Errorf("port mapping %d:%d has unknown protocol %d: %w", pm.GetHostPort(), pm.GetContainerPort(), pm.GetProtocol(), errdefs.ErrInvalidArgument)
-		}
-	}
-	return nil
-}
-
-// checkLogDirectory refuses a log directory the kubelet never sends: one
-// with a NUL, a relative one (the daemon would make the containers' logs
-// relative to its own working directory) or one with a ".." component
-// (the kubelet's is /var/log/pods/<namespace>_<name>_<uid>, built from
-// names that cannot hold a "/"). Empty is allowed: no logs.
-func checkLogDirectory(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if strings.ContainsRune(dir, 0) {
-		return fmt.Errorf("log directory %q contains a NUL byte: %w", dir, errdefs.ErrInvalidArgument)
-	}
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("log directory %q is not an absolute path: %w", dir, errdefs.ErrInvalidArgument)
-	}
-	if slices.Contains(strings.Split(dir, "/"), "..") {
-		return fmt.Errorf("log directory %q has a \"..\" component: %w", dir, errdefs.ErrInvalidArgument)
-	}
-	return nil
+func sandboxName(md podrequest.Metadata) string {
+	return fmt.Sprintf("k8s_POD_%s_%s_%s_%d", md.Name, md.Namespace, md.UID, md.Attempt)
 }

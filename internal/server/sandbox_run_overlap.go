@@ -8,11 +8,10 @@ import (
 	"sync"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/network"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -33,11 +32,11 @@ import (
 //   - a pod with net.* sysctls: runc writes them at create, and one that
 //     names eth0 (or net.*.conf.default.*, which eth0 inherits when made
 //     after it) depends on whether ADD came first.
-func overlapNetworkAndCreate(rec sandbox.Record, traits podsandbox.Traits, cfg *runtimeapi.PodSandboxConfig) bool {
+func overlapNetworkAndCreate(rec sandbox.Record, traits podsandbox.Traits, pod *podrequest.Pod) bool {
 	if traits.CreateUsesNetwork || rec.NetworkMode != sandbox.ModeCNI || rec.NetworkOrder != config.OrderBefore {
 		return false
 	}
-	for name := range cfg.GetLinux().GetSysctls() {
+	for name := range pod.Sysctls {
 		if strings.HasPrefix(name, "net.") || strings.HasPrefix(name, "net/") {
 			return false
 		}
@@ -54,7 +53,7 @@ func overlapNetworkAndCreate(rec sandbox.Record, traits podsandbox.Traits, cfg *
 // (root filesystem removal, CNI DEL, runtime delete) before the call: a
 // failure of either side is returned once both have finished, and the
 // caller's chain undoes both.
-func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, att network.Attachment, cfg *runtimeapi.PodSandboxConfig, files sandboxFiles, makeRootfs func(context.Context) (string, error), args []string, timer *metrics.Timer) error {
+func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, att network.Attachment, pod *podrequest.Pod, files sandboxFiles, makeRootfs func(context.Context) (string, error), args []string, timer *metrics.Timer) error {
 	if _, err := s.advance(sb, func(r *sandbox.Record) error {
 		if err := r.BeginNetworkSetup(); err != nil {
 			return err
@@ -85,7 +84,7 @@ func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sand
 			return err
 		}
 		phase("rootfs")
-		bundle, err := s.writeSandboxBundle(sb.Record(), cfg, files, rootfs, args)
+		bundle, err := s.writeSandboxBundle(sb.Record(), pod, files, rootfs, args)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/sandbox"
 )
@@ -32,7 +33,7 @@ func TestOverlapNetworkAndCreate(t *testing.T) {
 		{"net sysctl, slash form", cni, config.TypeOCI, withSysctls(map[string]string{"net/ipv4/conf/eth0/forwarding": "1"}), false},
 	}
 	for _, tt := range tests {
-		if got := overlapNetworkAndCreate(tt.rec, podsandbox.KindFor(tt.typ).Traits(), tt.cfg); got != tt.overlap {
+		if got := overlapNetworkAndCreate(tt.rec, podsandbox.KindFor(tt.typ).Traits(), podrequest.FromStoredConfig(tt.cfg, podrequest.Options{})); got != tt.overlap {
 			t.Errorf("%s: overlap %v, want %v", tt.name, got, tt.overlap)
 		}
 	}

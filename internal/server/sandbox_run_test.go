@@ -8,7 +8,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/podrequest"
 )
+
+// validateSandboxConfig is the validation of podrequest.FromSandboxConfig.
+func validateSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
+	_, err := podrequest.FromSandboxConfig(cfg, podrequest.Options{})
+	return err
+}
 
 // validateSandboxConfig refuses, before anything is made, what the runtime
 // would refuse only at create (found by TestCRIFuzz).

@@ -7,12 +7,12 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -34,8 +34,9 @@ import (
 //     for oci handlers, through the shim's task Update with the
 //     io.kubernetes.cri.sandbox-* annotations for vm handlers (Kata sizes
 //     the VM from them);
-//   - the stored PodSandboxConfig gets the new resources and overhead, so
-//     verbose PodSandboxStatus, NRI and a restarted daemon see them.
+//   - the stored pod request gets the new resources and overhead, so NRI
+//     and a restarted daemon see them, and so does the stored
+//     PodSandboxConfig that verbose PodSandboxStatus shows.
 //
 // NRI plugins are asked first (UpdatePodSandbox) and may refuse. A step
 // that fails undoes the steps before it and the RPC fails: the kubelet
@@ -79,24 +80,21 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		return nil, fmt.Errorf("pod %s: cgroups are not available to this daemon: %w", sb.ID, errdefs.ErrFailedPrecondition)
 	}
 
-	oldCfg := &runtimeapi.PodSandboxConfig{}
-	if len(rec.Config) > 0 {
-		if err := protojson.Unmarshal(rec.Config, oldCfg); err != nil {
-			return nil, fmt.Errorf("decode sandbox config: %w", err)
-		}
+	// The pod's request is shared with copies of the record: the resized
+	// pod is a new one.
+	oldPod := rec.Request
+	if oldPod == nil {
+		oldPod = &podrequest.Pod{Version: podrequest.Version}
 	}
-	newCfg := proto.Clone(oldCfg).(*runtimeapi.PodSandboxConfig)
-	if newCfg.Linux == nil {
-		newCfg.Linux = &runtimeapi.LinuxPodSandboxConfig{}
-	}
+	newPod := *oldPod
 	if res != nil {
-		newCfg.Linux.Resources = res
+		newPod.Resources = podrequest.ResourcesOf(res)
 	}
 	if over != nil {
-		newCfg.Linux.Overhead = over
+		newPod.Overhead = podrequest.ResourcesOf(over)
 	}
 
-	if err := s.nri.UpdatePodSandbox(ctx, s.nriPod(rec), s.ociResources(over), s.ociResources(res)); err != nil {
+	if err := s.nri.UpdatePodSandbox(ctx, s.nriPod(rec), s.ociResources(podrequest.ResourcesOf(over)), s.ociResources(podrequest.ResourcesOf(res))); err != nil {
 		return nil, err
 	}
 
@@ -104,7 +102,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		if podCgroup == "" {
 			return nil, nil
 		}
-		restore, err := s.cgroups.SetLimits(podCgroup, podLimits(newCfg.Linux.Resources, newCfg.Linux.Overhead))
+		restore, err := s.cgroups.SetLimits(podCgroup, podLimits(newPod.Resources, newPod.Overhead))
 		if err != nil {
 			return nil, fmt.Errorf("update pod cgroup: %w", err)
 		}
@@ -119,7 +117,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 	// The kernel keeps a v1 child's CFS quota within its parent's: when
 	// the pod shrinks, the sandbox container's limit goes down first.
 	steps := []func(context.Context) (func(context.Context) error, error){cgroupStep, sandboxStep}
-	if shrinks(oldCfg.GetLinux().GetResources(), res) {
+	if shrinks(oldPod.Resources, res) {
 		steps[0], steps[1] = sandboxStep, cgroupStep
 	}
 	for _, step := range steps {
@@ -135,14 +133,14 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 	if err := s.hit(ctx, "resize.persist"); err != nil {
 		return nil, err
 	}
-	raw, err := protojson.Marshal(newCfg)
+	raw, err := resizedConfig(rec.Config, res, over)
 	if err != nil {
-		return nil, fmt.Errorf("encode sandbox config: %w", err)
+		return nil, err
 	}
-	prevRaw := rec.Config
-	rec = sb.Update(func(r *sandbox.Record) { r.Config = raw })
+	prev := rec
+	rec = sb.Update(func(r *sandbox.Record) { r.Request, r.Config = &newPod, raw })
 	if err := s.save(rec); err != nil {
-		sb.Update(func(r *sandbox.Record) { r.Config = prevRaw })
+		sb.Update(func(r *sandbox.Record) { r.Request, r.Config = prev.Request, prev.Config })
 		return nil, err
 	}
 	if err := s.nri.PostUpdatePodSandbox(ctx, s.nriPod(rec)); err != nil {
@@ -167,7 +165,7 @@ func (s *Server) checkPodResources(what string, r *runtimeapi.LinuxContainerReso
 	if r == nil {
 		return nil
 	}
-	if _, err := specgen.LinuxResources(containerResources(r), s.host); err != nil {
+	if _, err := specgen.LinuxResources(podrequest.Resources(r), s.host); err != nil {
 		return fmt.Errorf("pod %s: %w", what, err)
 	}
 	return nil
@@ -176,27 +174,32 @@ func (s *Server) checkPodResources(what string, r *runtimeapi.LinuxContainerReso
 // podLimits are the pod cgroup's limits: the containers' totals plus the
 // pod's overhead, as the kubelet sizes a pod cgroup. Zero is unset (the
 // value in place stays); a negative quota or memory limit is no limit.
-func podLimits(res, over *runtimeapi.LinuxContainerResources) cgroups.Limits {
-	l := cgroups.Limits{CPUPeriod: uint64(res.GetCpuPeriod()), Unified: res.GetUnified()}
+func podLimits(res, over *specgen.Resources) cgroups.Limits {
+	var r, o specgen.Resources
+	if res != nil {
+		r = *res
+	}
+	if over != nil {
+		o = *over
+	}
+	l := cgroups.Limits{CPUPeriod: r.CPUPeriod, Unified: r.Unified}
 	if l.CPUPeriod == 0 {
-		l.CPUPeriod = uint64(over.GetCpuPeriod())
+		l.CPUPeriod = o.CPUPeriod
 	}
-	if v := res.GetCpuShares(); v > 0 {
-		l.CPUShares = uint64(v + max(over.GetCpuShares(), 0))
+	if r.CPUShares > 0 {
+		l.CPUShares = r.CPUShares + o.CPUShares
 	}
-	l.CPUQuota = addLimit(res.GetCpuQuota(), over.GetCpuQuota())
-	l.MemoryLimit = addLimit(res.GetMemoryLimitInBytes(), over.GetMemoryLimitInBytes())
-	for _, h := range res.GetHugepageLimits() {
+	l.CPUQuota = addLimit(r.CPUQuota, o.CPUQuota)
+	l.MemoryLimit = addLimit(r.MemoryLimit, o.MemoryLimit)
+	for size, limit := range r.HugepageLimits {
 		if l.Hugepages == nil {
 			l.Hugepages = map[string]uint64{}
 		}
-		l.Hugepages[h.GetPageSize()] += h.GetLimit()
+		l.Hugepages[size] += limit
 	}
-	if len(l.Hugepages) > 0 {
-		for _, h := range over.GetHugepageLimits() {
-			if _, ok := l.Hugepages[h.GetPageSize()]; ok {
-				l.Hugepages[h.GetPageSize()] += h.GetLimit()
-			}
+	for size, limit := range o.HugepageLimits {
+		if _, ok := l.Hugepages[size]; ok {
+			l.Hugepages[size] += limit
 		}
 	}
 	return l
@@ -214,9 +217,40 @@ func addLimit(v, overhead int64) int64 {
 }
 
 // shrinks reports whether res lowers the CPU quota of old.
-func shrinks(old, res *runtimeapi.LinuxContainerResources) bool {
+func shrinks(old *specgen.Resources, res *runtimeapi.LinuxContainerResources) bool {
 	q := res.GetCpuQuota()
-	return q > 0 && (old.GetCpuQuota() <= 0 || q < old.GetCpuQuota())
+	var oldQuota int64
+	if old != nil {
+		oldQuota = old.CPUQuota
+	}
+	return q > 0 && (oldQuota <= 0 || q < oldQuota)
+}
+
+// resizedConfig is the stored PodSandboxConfig (what verbose
+// PodSandboxStatus and pod checkpoints show of the kubelet's request)
+// with the new resources and overhead. podbay acts on the pod's request,
+// not on this copy.
+func resizedConfig(raw []byte, res, over *runtimeapi.LinuxContainerResources) ([]byte, error) {
+	cfg := &runtimeapi.PodSandboxConfig{}
+	if len(raw) > 0 {
+		if err := protojson.Unmarshal(raw, cfg); err != nil {
+			return nil, fmt.Errorf("decode sandbox config: %w", err)
+		}
+	}
+	if cfg.Linux == nil {
+		cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{}
+	}
+	if res != nil {
+		cfg.Linux.Resources = res
+	}
+	if over != nil {
+		cfg.Linux.Overhead = over
+	}
+	out, err := protojson.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode sandbox config: %w", err)
+	}
+	return out, nil
 }
 
 // updateSandboxContainer gives the sandbox container the pod's new

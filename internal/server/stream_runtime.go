@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
@@ -65,17 +63,16 @@ func (r streamRuntime) Attach(ctx context.Context, containerID string, stdin io.
 	if err != nil {
 		return err
 	}
-	rec := c.Record()
-	var cfg runtimeapi.ContainerConfig
-	if err := protojson.Unmarshal(rec.Config, &cfg); err != nil {
-		return fmt.Errorf("container %s: decode its configuration: %w", c.ID, err)
+	req := c.Record().Request
+	if req == nil {
+		return fmt.Errorf("container %s: its record holds no request", c.ID)
 	}
 	opts := runtime.AttachOptions{
-		Tty: cfg.GetTty(), StdinOnce: cfg.GetStdinOnce(), Resize: terminalSizes(ctx, resize),
+		Tty: req.Tty, StdinOnce: req.StdinOnce, Resize: terminalSizes(ctx, resize),
 		Stdout: writerOrNil(stdout), Stderr: writerOrNil(stderr),
 	}
 	// Without a terminal or stdin, conmon has nothing to send input to.
-	if cfg.GetTty() || cfg.GetStdin() {
+	if req.Tty || req.Stdin {
 		opts.Stdin = stdin
 	}
 	return sessionError(ctx, rt.Attach(ctx, c.ID, opts))

@@ -1,11 +1,9 @@
-package server
+package podrequest
 
 import (
 	"fmt"
 	"math"
 	"math/big"
-
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/errdefs"
@@ -20,13 +18,13 @@ var (
 	maxBandwidth = big.NewRat(1_000_000_000_000_000, 1) // 1P
 )
 
-// podBandwidth reads the pod's bandwidth annotations into the CNI
+// PodBandwidth reads the pod's bandwidth annotations into the CNI
 // "bandwidth" capability. It returns nil when neither is set. A rate comes
 // with a burst of math.MaxUint32 bits, as containerd sends it: kubelet's
 // annotations have no burst, and the bandwidth plugin refuses a rate
 // without one. A value that is not a quantity or is out of range is
 // errdefs.ErrInvalidArgument.
-func podBandwidth(podAnnotations map[string]string) (*network.Bandwidth, error) {
+func PodBandwidth(podAnnotations map[string]string) (*network.Bandwidth, error) {
 	ingress, err := bandwidthRate(podAnnotations, annotations.IngressBandwidth)
 	if err != nil {
 		return nil, err
@@ -64,14 +62,4 @@ func bandwidthRate(podAnnotations map[string]string, key string) (uint64, error)
 			key, s, errdefs.ErrInvalidArgument)
 	}
 	return quantity.Ceil(q).Uint64(), nil
-}
-
-// podDNS is the pod's resolver configuration as the CNI "dns" capability,
-// nil when the pod has none (containerd passes it the same way).
-func podDNS(cfg *runtimeapi.PodSandboxConfig) *network.DNS {
-	d := cfg.GetDnsConfig()
-	if d == nil {
-		return nil
-	}
-	return &network.DNS{Servers: d.GetServers(), Searches: d.GetSearches(), Options: d.GetOptions()}
 }
