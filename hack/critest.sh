@@ -263,22 +263,9 @@ setsid "$bin/podbay-testimages" --critest --listen 127.0.0.1:0 \
 	--busybox "$busybox_dir/bin/busybox" --standin "$bin/podbay-standin" --pause-binary "$bin/podbay-pause" \
 	--registries-conf "$registries_conf" >"$tmp/testimages.out" 2>"$tmp/testimages.log" &
 registry_pid=$!
-for _ in $(seq 300); do
-	if [ -f "$registries_conf" ] || ! alive "$registry_pid"; then
-		break
-	fi
-	sleep 0.1
-done
-if [ ! -f "$registries_conf" ]; then
-	cat "$tmp/testimages.log" >&2
-	die "podbay-testimages did not start serving within 30 s"
-fi
+wait_registries_conf 30
 echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$policy"
-cat >"$crictl_conf" <<EOF
-runtime-endpoint: unix://$sock
-image-endpoint: unix://$sock
-timeout: 120
-EOF
+write_crictl_conf
 
 write_daemon_config "$state_dir/storage"
 if [ "$vm" -eq 1 ]; then

@@ -562,22 +562,9 @@ setsid "$bin/podbay-testimages" --node-e2e --listen 127.0.0.1:0 \
 	--k8s-images-dir "$k8s_dir/test/images" --pause-binary "$bin/podbay-pause" \
 	--registries-conf "$registries_conf" >"$tmp/testimages.out" 2>"$tmp/testimages.log" &
 registry_pid=$!
-for _ in $(seq 600); do
-	if [ -f "$registries_conf" ] || ! alive "$registry_pid"; then
-		break
-	fi
-	sleep 0.1
-done
-if [ ! -f "$registries_conf" ]; then
-	cat "$tmp/testimages.log" >&2
-	die "podbay-testimages did not start serving within 60 s"
-fi
+wait_registries_conf 60
 echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$policy"
-cat >"$crictl_conf" <<EOF
-runtime-endpoint: unix://$sock
-image-endpoint: unix://$sock
-timeout: 120
-EOF
+write_crictl_conf
 
 write_conflist
 # start_podbayd starts podbayd with its defaults and the run's paths, and the

@@ -136,6 +136,32 @@ start_registry() {
 	fi
 }
 
+# wait_registries_conf SECONDS waits until the registry of $registry_pid
+# (podbay-testimages) has written $registries_conf, which it does once it
+# serves; it dies with the registry's log when that does not happen.
+wait_registries_conf() {
+	for _ in $(seq $(($1 * 10))); do
+		if [ -f "$registries_conf" ] || ! alive "$registry_pid"; then
+			break
+		fi
+		sleep 0.1
+	done
+	if [ ! -f "$registries_conf" ]; then
+		cat "$tmp/testimages.log" >&2
+		die "podbay-testimages did not start serving within $1 s"
+	fi
+}
+
+# write_crictl_conf writes $crictl_conf: crictl on the daemon's $sock, with
+# a timeout long enough for a pull.
+write_crictl_conf() {
+	cat >"$crictl_conf" <<EOF
+runtime-endpoint: unix://$sock
+image-endpoint: unix://$sock
+timeout: 120
+EOF
+}
+
 # tmp_paths sets the paths of a run's podbayd in $tmp: bin, root_dir (with
 # storage_root), state_dir, conf_dir, ipam_dir, cache_dir, netns_dir,
 # config (and podbay_config, for find_leaks), registries_conf,
