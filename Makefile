@@ -203,3 +203,9 @@ test-e2e-node: deps-test
 
 e2e-node-build:
 	./hack/e2e-node.sh --build-only
+
+# The slice of it that found podbay's bugs, and a smoke of each area
+# (hack/e2e-node.sh --slice), against podbayd and containerd.
+.PHONY: test-e2e-node-slice
+test-e2e-node-slice: deps-test
+	./hack/e2e-node.sh --slice

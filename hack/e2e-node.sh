@@ -65,6 +65,7 @@
 #
 #   ./hack/e2e-node.sh                                 # make test-e2e-node
 #   ./hack/e2e-node.sh --focus='ConfigMap.*environment' # a slice (the skip still applies)
+#   ./hack/e2e-node.sh --slice                         # make test-e2e-node-slice: the specs that found bugs and a smoke of each area
 #   ./hack/e2e-node.sh --build-only                    # only build the test binaries
 #
 # Env: E2E_NODE_RUNTIMES (default "podbay containerd"; "podbay" alone runs
@@ -84,6 +85,12 @@ set -euo pipefail
 # Focus and skip of containerd's node e2e CI job (issue 27).
 readonly default_focus='\[NodeConformance\]|\[Feature:.+\]|\[Feature\]'
 readonly default_skip='\[Flaky\]|\[Slow\]|\[Serial\]|UserNamespacesSupport|PodLifecycleSleepActionAllowZero|UserNamespacesPodSecurityStandards|KubeletCredentialProviders|LockContention|SCTPConnectivity|\[Alpha\]'
+# The slice (--slice, make test-e2e-node-slice): the specs that found
+# podbay's bugs, and one or two of each area the suite covers (environment
+# from ConfigMaps and Secrets, hostnames, image updates, in-place resize,
+# image volumes, probes, lifecycle hooks, init containers, volumes,
+# security context, termination messages, sysctls). Minutes, not an hour.
+readonly slice_focus='ConfigMap should be consumable via the environment|Secrets should be consumable via the environment|Override hostname of Pod a pod with only hostnameOverride field|image updated during initialization Should not start a regular container, restartPolicy=Always|Burstable pod - remove cpu requests|ImageVolume .*should succeed with pod and multiple volumes|Probing container should be restarted with an exec liveness probe with timeout|Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly|InitContainer should invoke init containers on a RestartNever pod|EmptyDir volumes should support \(root,0644,tmpfs\)|Projected downwardAPI should provide container.s cpu limit|HostPath should support r/w|ConfigMap should be consumable in multiple volumes in the same pod|Security Context When creating a container with runAsUser should run the container with uid 65534|should report termination message if TerminationMessagePath is set \[|Sysctls \[LinuxOnly\] should support sysctls \['
 focus=${E2E_NODE_FOCUS:-$default_focus}
 skip=${E2E_NODE_SKIP:-$default_skip}
 nodes=${E2E_NODE_NODES:-4}
@@ -99,10 +106,11 @@ for arg in "$@"; do
 	--focus=*) focus=${arg#--focus=} ;;
 	--skip=*) skip=${arg#--skip=} ;;
 	--build-only) build_only=1 ;;
+	--slice) focus=$slice_focus ;;
 	--runtime=*) runtime=${arg#--runtime=} ;;
 	--results=*) results=${arg#--results=} ;;
 	*)
-		echo "usage: $0 [--focus=REGEXP] [--skip=REGEXP] | --build-only" >&2
+		echo "usage: $0 [--focus=REGEXP | --slice] [--skip=REGEXP] | --build-only" >&2
 		exit 2
 		;;
 	esac
