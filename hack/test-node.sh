@@ -40,6 +40,9 @@
 #   GVISOR_BIN             a directory with runsc and containerd-shim-runsc-v1
 #                          already built (static): pushed instead of building
 #   NODE_CRITEST           1 (default): run critest in the guest; 0: not
+#   NODE_E2E               1: run Kubernetes' node e2e slice (hack/e2e-node.sh
+#                          --slice) in the guest against the systemd-run podbayd,
+#                          the kubelet as a systemd unit; 0 (default): not
 #   CRITEST_ARGS           extra critest flags, split on spaces
 #   NODE_TEST_TIMEOUT      -test.timeout of each suite run (90m)
 #   NODE_DAEMON_DRIVER     cgroup_driver of the systemd-run podbayd ("" = its default)
@@ -63,6 +66,7 @@ NODE_GVISOR=${NODE_GVISOR:-1}
 GVISOR_VERSION=${GVISOR_VERSION:-v0.0.0-20260905035102-160fafc42237}
 GVISOR_BIN=${GVISOR_BIN:-}
 NODE_CRITEST=${NODE_CRITEST:-1}
+NODE_E2E=${NODE_E2E:-0}
 NODE_TEST_TIMEOUT=${NODE_TEST_TIMEOUT:-90m}
 NODE_DAEMON_DRIVER=${NODE_DAEMON_DRIVER:-}
 NODE_DAEMON_RUNTIME=${NODE_DAEMON_RUNTIME:-}
@@ -160,6 +164,56 @@ critest_node() {
 	mv "$conf.orig" "$conf"
 }
 
+# node_e2e runs the node e2e slice (hack/e2e-node.sh --slice: the specs
+# that found podbay's bugs and a smoke of each area) against the systemd-run
+# podbayd: the kubelet as the framework starts it on a systemd host (a
+# transient unit in runtime.slice, Delegate=true), the driver podbayd
+# reports (KubeletCgroupDriverFromCRI), the stand-in images of
+# podbay-testimages --node-e2e, one ginkgo process (the guest is emulated).
+node_e2e() {
+	local conf=/etc/podbay/podbay.toml regconf=/etc/podbay/e2e-registries.conf e2e=$dir/e2e rc
+	systemd-run --unit podbay-e2e-images --quiet "$dir/bin/podbay-testimages" --node-e2e --listen 127.0.0.1:0 \
+		--busybox "$e2e/busybox" --standin "$dir/bin/podbay-standin" --agnhost "$e2e/agnhost" \
+		--k8s-images-dir "$e2e/images" --pause-binary /usr/local/bin/podbay-pause --registries-conf "$regconf"
+	check "node e2e: stand-in registry serves" wait_for 300 test -s "$regconf" || return
+	echo '{"default": [{"type": "insecureAcceptAnything"}]}' >/etc/podbay/e2e-policy.json
+	cp "$conf" "$conf.orig"
+	{
+		cat "$conf.orig"
+		printf '\n[image]\nregistries_conf = "%s"\nsignature_policy = "/etc/podbay/e2e-policy.json"\n' "$regconf"
+		# The handler the RuntimeClass and PodOverhead specs name.
+		printf '\n[runtimes.runc]\npath = "runc"\n\n[runtimes.test-handler]\npath = "runc"\n'
+	} >"$conf"
+	check "node e2e: podbayd restarted with the mirrors and test-handler" systemctl restart podbayd || return
+	systemctl show -p MainPID --value podbayd >"$e2e/podbayd.pid"
+	cat "$e2e/default-kubelet-config.yaml" >"$e2e/kubelet-config.yaml"
+	mkdir -p "$e2e/report"
+	step_start=$SECONDS
+	(cd "$e2e" && ./e2e_node.test --ginkgo.no-color --ginkgo.v --ginkgo.timeout=100m \
+		--ginkgo.focus="$(cat "$e2e/focus")" --ginkgo.skip="$(cat "$e2e/skip")" \
+		--ginkgo.json-report="$e2e/report.json" \
+		--container-runtime-endpoint=unix:///run/podbay/podbay.sock --image-service-endpoint=unix:///run/podbay/podbay.sock \
+		--container-runtime-process-name=podbayd --container-runtime-pid-file="$e2e/podbayd.pid" \
+		--prepull-images=false --report-dir="$e2e/report" --kubelet-config-file="$e2e/kubelet-config.yaml" \
+		--feature-gates=PodAndContainerStatsFromCRI=true) >"$e2e/suite.log" 2>&1
+	rc=$?
+	echo "     node e2e exited with $rc after $((SECONDS - step_start))s (log $e2e/suite.log)" >&2
+	if [ -f "$e2e/report.json" ]; then
+		"$dir/bin/critest-report" specs "$e2e/report.json" >"$e2e/summary.txt"
+		rc=$?
+		sed 's/^/     /' "$e2e/summary.txt"
+		result "node e2e slice ($(tail -n 1 "$e2e/summary.txt"))" "$rc" "log $e2e/suite.log"
+	else
+		result "node e2e slice (no report)" 1 "$(tail -n 5 "$e2e/suite.log" | tr '\n' ' ')"
+	fi
+	crictl rmp --force --all >/dev/null 2>&1
+	crictl rmi --all >/dev/null 2>&1
+	check "node e2e: no pod process left" bash -c '[ -z "$(pgrep -x conmon)" ]'
+	systemctl stop podbay-e2e-images
+	mv "$conf.orig" "$conf"
+	systemctl restart podbayd
+}
+
 guest() {
 	dir=$1
 	cd "$dir" || exit 1
@@ -214,6 +268,10 @@ guest() {
 	# 4. critest against the systemd-run podbayd.
 	if [ "$NODE_CRITEST" = 1 ]; then
 		critest_node
+	fi
+	# 5. The node e2e slice against it.
+	if [ "$NODE_E2E" = 1 ]; then
+		node_e2e
 	fi
 	check "systemctl stop podbayd" systemctl stop podbayd
 	summary
@@ -273,6 +331,24 @@ build() {
 	cp -a "$repo/$BIN/debian-busybox" "$work/"
 	rm -rf "$work/deb"
 	cp hack/test-node.sh hack/node-lib.sh hack/install-deps.sh dist/podbay.toml dist/systemd/podbayd.service "$work/"
+	if [ "$NODE_E2E" = 1 ]; then
+		# The node e2e slice: the binaries e2e-node.sh builds, the stand-in
+		# images' files from the module's test/images, its focus and skip.
+		./hack/e2e-node.sh --build-only >&2
+		local k8s_dir e2e=$work/e2e
+		k8s_dir=$(cd tools/e2e-node && GOFLAGS='' go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+		mkdir -p "$e2e/images/agnhost" "$e2e/images/kitten" "$e2e/images/nautilus"
+		cp _output/e2e-node/kubelet _output/e2e-node/e2e_node.test _output/e2e-node/agnhost "$e2e/"
+		cp _output/e2e-node/busybox-*/busybox "$e2e/busybox"
+		cp -r "$k8s_dir/test/images/agnhost/porter" "$e2e/images/agnhost/"
+		cp -r "$k8s_dir/test/images/kitten/html" "$e2e/images/kitten/"
+		cp -r "$k8s_dir/test/images/nautilus/html" "$e2e/images/nautilus/"
+		cp "$k8s_dir/test/e2e_node/jenkins/default-kubelet-config.yaml" "$e2e/"
+		chmod -R u+w "$e2e"
+		sed -n "s/^readonly slice_focus='\(.*\)'\$/\1/p" hack/e2e-node.sh >"$e2e/focus"
+		sed -n "s/^readonly default_skip='\(.*\)'\$/\1/p" hack/e2e-node.sh >"$e2e/skip"
+		[ -s "$e2e/focus" ] && [ -s "$e2e/skip" ]
+	fi
 	[ "$NODE_GVISOR" = 1 ] || return 0
 	# gVisor as docs/operator-guide.md ("gVisor") builds it: static, or its
 	# sandbox never boots.
@@ -293,7 +369,7 @@ build() {
 }
 gvisor_label=
 [ "$NODE_GVISOR" = 1 ] && gvisor_label=", gVisor"
-check "build podbayd, the suite (go test -c), crictl, critest$gvisor_label" bash -c "$(declare -f build fetch_debian_busybox log); work=$work repo=$repo BIN=$BIN BUILDTAGS=$BUILDTAGS NODE_GVISOR=$NODE_GVISOR GVISOR_VERSION=$GVISOR_VERSION GVISOR_BIN=$GVISOR_BIN; build" ||
+check "build podbayd, the suite (go test -c), crictl, critest$gvisor_label" bash -c "$(declare -f build fetch_debian_busybox log); work=$work repo=$repo BIN=$BIN BUILDTAGS=$BUILDTAGS NODE_GVISOR=$NODE_GVISOR GVISOR_VERSION=$GVISOR_VERSION GVISOR_BIN=$GVISOR_BIN NODE_E2E=$NODE_E2E; build" ||
 	{ summary; exit 1; }
 
 # "image:  not built" on a machine that never built it.
@@ -305,7 +381,7 @@ check "testvm up" "$TESTVM" up || { summary; exit 1; }
 check "push $(du -sh "$work" | cut -f1) of binaries" "$TESTVM" push "$work" /root/nodetest || { summary; exit 1; }
 # The guest prints its own PASS/FAIL lines and summary; add them up.
 "$TESTVM" ssh "NODE_DRIVERS='$NODE_DRIVERS' NODE_RUNTIMES='$NODE_RUNTIMES' NODE_TYPES='$NODE_TYPES' NODE_TESTS='$NODE_TESTS' NODE_GVISOR='$NODE_GVISOR'" \
-	"NODE_CRITEST='$NODE_CRITEST' CRITEST_ARGS='$CRITEST_ARGS' NODE_TEST_TIMEOUT='$NODE_TEST_TIMEOUT'" \
+	"NODE_CRITEST='$NODE_CRITEST' CRITEST_ARGS='$CRITEST_ARGS' NODE_TEST_TIMEOUT='$NODE_TEST_TIMEOUT' NODE_E2E='$NODE_E2E'" \
 	"NODE_DAEMON_DRIVER='$NODE_DAEMON_DRIVER' NODE_DAEMON_RUNTIME='$NODE_DAEMON_RUNTIME' bash /root/nodetest/$(basename "$0") --guest /root/nodetest" 2>&1 |
 	tee "$work/guest.out"
 add_guest_results "$work/guest.out"
