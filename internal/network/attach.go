@@ -213,6 +213,7 @@ func (m *Manager) Teardown(ctx context.Context, att Attachment) error {
 			errs = append(errs, fmt.Errorf("cni del network %q for %s: %w", loopbackNetwork, att.ID, err))
 		}
 	}
+	m.applyPendingCIDR(ctx)
 	return errors.Join(errs...)
 }
 

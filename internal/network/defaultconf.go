@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -190,7 +191,13 @@ func (m *Manager) ensureDefault(ctx context.Context) error {
 // returning nil when the file is absent or is the operator's own, when cidr
 // is empty (kubelet sends that before the node has a range), and when the
 // file already has that range. cidr may be "v4CIDR,v6CIDR" (dual stack).
-// Pods already running keep their addresses; new pods get the new range.
+//
+// The bridge plugin refuses a bridge that holds a gateway address other
+// than its range's, so the change is made only while no pod is attached to
+// the network's bridge: then the old addresses are removed from the bridge
+// with the rewrite (the next pod's ADD gives it the new gateway). While pods
+// of the old range are attached, it is deferred: new pods keep the old
+// range, and the last pod's Teardown makes the change.
 func (m *Manager) UpdatePodCIDR(ctx context.Context, cidr string) error {
 	cidr = strings.TrimSpace(cidr)
 	if cidr == "" {
@@ -202,6 +209,7 @@ func (m *Manager) UpdatePodCIDR(ctx context.Context, cidr string) error {
 	}
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
+	m.pendingCIDR = ""
 	path := filepath.Join(m.cfg.ConfDir, DefaultConfFile)
 	cur, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -213,10 +221,90 @@ func (m *Manager) UpdatePodCIDR(ctx context.Context, cidr string) error {
 	if !generatedByPodbay(cur) || bytes.Equal(cur, data) {
 		return nil
 	}
+	bridge := conflistBridge(cur)
+	if bridge != "" {
+		attached, err := bridgePorts(ctx, bridge)
+		if err != nil {
+			return fmt.Errorf("update pod cidr: %w", err)
+		}
+		if attached > 0 {
+			m.pendingCIDR = cidr
+			log.G(ctx).Warn("pod cidr change deferred until the pods on the old range are gone",
+				"file", path, "subnet", cidr, "bridge", bridge, "attached", attached)
+			return nil
+		}
+	}
 	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("update pod cidr: %w", err)
 	}
+	if bridge != "" {
+		if err := flushBridgeAddrs(ctx, bridge); err != nil {
+			return fmt.Errorf("update pod cidr: %w", err)
+		}
+	}
 	log.G(ctx).Info("rewrote default cni network config", "file", path, "subnet", cidr)
+	return nil
+}
+
+// applyPendingCIDR makes a deferred pod CIDR change once no pod is
+// attached to the bridge any more; Teardown calls it.
+func (m *Manager) applyPendingCIDR(ctx context.Context) {
+	m.writeMu.Lock()
+	cidr := m.pendingCIDR
+	m.writeMu.Unlock()
+	if cidr == "" {
+		return
+	}
+	if err := m.UpdatePodCIDR(ctx, cidr); err != nil {
+		log.G(ctx).Warn("deferred pod cidr change failed", "subnet", cidr, "err", err)
+	}
+}
+
+// conflistBridge is the bridge of a conflist's first plugin, "" when it has
+// none.
+func conflistBridge(data []byte) string {
+	var probe struct {
+		Plugins []struct {
+			Type   string `json:"type"`
+			Bridge string `json:"bridge"`
+		} `json:"plugins"`
+	}
+	if json.Unmarshal(data, &probe) != nil || len(probe.Plugins) == 0 || probe.Plugins[0].Type != "bridge" {
+		return ""
+	}
+	return probe.Plugins[0].Bridge
+}
+
+// bridgePorts counts the links attached to bridge (the pods' veths); 0 when
+// the bridge does not exist.
+func bridgePorts(ctx context.Context, bridge string) (int, error) {
+	if _, err := net.InterfaceByName(bridge); err != nil {
+		return 0, nil
+	}
+	out, err := exec.CommandContext(ctx, "ip", "-j", "link", "show", "master", bridge).Output()
+	if err != nil {
+		return 0, fmt.Errorf("list the ports of bridge %s: %w", bridge, err)
+	}
+	var links []json.RawMessage
+	if len(bytes.TrimSpace(out)) > 0 {
+		if err := json.Unmarshal(out, &links); err != nil {
+			return 0, fmt.Errorf("list the ports of bridge %s: %w", bridge, err)
+		}
+	}
+	return len(links), nil
+}
+
+// flushBridgeAddrs removes bridge's IPv4 and global IPv6 addresses (the old
+// range's gateways), if the bridge exists.
+func flushBridgeAddrs(ctx context.Context, bridge string) error {
+	if _, err := net.InterfaceByName(bridge); err != nil {
+		return nil
+	}
+	for _, args := range [][]string{{"-4", "addr", "flush", "dev", bridge}, {"-6", "addr", "flush", "dev", bridge, "scope", "global"}} {
+		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+	}
 	return nil
 }
 

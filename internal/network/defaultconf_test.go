@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,15 +64,18 @@ const wantDefaultConfList = `{
 func defaultTestConfig(t *testing.T) Config {
 	t.Helper()
 	return Config{
-		ConfDir:      filepath.Join(t.TempDir(), "net.d"), // created by New
-		PluginDirs:   []string{t.TempDir()},
-		CacheDir:     t.TempDir(),
-		WriteDefault: true,
+		ConfDir:    filepath.Join(t.TempDir(), "net.d"), // created by New
+		PluginDirs: []string{t.TempDir()},
+		CacheDir:   t.TempDir(),
+		// A bridge no host has: UpdatePodCIDR looks at the bridge.
+		DefaultBridge: fmt.Sprintf("pbtnone%d", os.Getpid()%100000),
+		WriteDefault:  true,
 	}
 }
 
 func TestWriteDefault(t *testing.T) {
 	cfg := defaultTestConfig(t)
+	cfg.DefaultBridge = "" // the golden file's podbay0
 	if _, err := New(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -343,4 +347,76 @@ func TestUpdatePodCIDR(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpdatePodCIDRBridge: with a real bridge holding the old range's
+// gateway, a pod CIDR change removes that address (or the bridge plugin
+// refuses every new pod: "already has an IP address different from"), and
+// while a pod is attached to the bridge the change waits for it to go.
+func TestUpdatePodCIDRBridge(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: makes a bridge")
+	}
+	ctx := context.Background()
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	suffix := os.Getpid() % 100000
+	bridge, port := fmt.Sprintf("pbtcidr%d", suffix), fmt.Sprintf("pbtport%d", suffix)
+	ip("link", "add", bridge, "type", "bridge")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", bridge).Run() })
+	ip("addr", "add", "10.254.0.1/24", "dev", bridge)
+
+	cfg := defaultTestConfig(t)
+	cfg.DefaultBridge = bridge
+	cfg.DefaultSubnet = "10.254.0.0/24"
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(cfg.ConfDir, DefaultConfFile)
+	subnetIs := func(want string) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), `"subnet": "`+want+`"`) {
+			t.Errorf("conflist range is not %s:\n%s", want, data)
+		}
+	}
+	bridgeAddrs := func() string {
+		t.Helper()
+		out, err := exec.Command("ip", "-4", "-o", "addr", "show", "dev", bridge).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+
+	// A pod attached (a veth on the bridge): the change waits.
+	ip("link", "add", port, "type", "veth", "peer", "name", port+"p")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", port).Run() })
+	ip("link", "set", port, "master", bridge)
+	if err := m.UpdatePodCIDR(ctx, "10.253.0.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	subnetIs("10.254.0.0/24")
+	if a := bridgeAddrs(); !strings.Contains(a, "10.254.0.1/24") {
+		t.Errorf("bridge lost the gateway of its attached pods: %q", a)
+	}
+
+	// The pod gone: the deferred change is made, the old gateway goes.
+	ip("link", "del", port)
+	m.applyPendingCIDR(ctx)
+	subnetIs("10.253.0.0/24")
+	if a := bridgeAddrs(); a != "" {
+		t.Errorf("bridge keeps the old range's address after the change: %q", a)
+	}
+	// Nothing pending any more: another teardown changes nothing.
+	m.applyPendingCIDR(ctx)
+	subnetIs("10.253.0.0/24")
 }

@@ -125,6 +125,9 @@ type Manager struct {
 	reloadMu sync.Mutex
 	// writeMu serializes writes of the default conflist.
 	writeMu sync.Mutex
+	// pendingCIDR is a pod CIDR change UpdatePodCIDR deferred while pods
+	// of the old range were attached; guarded by writeMu.
+	pendingCIDR string
 
 	masqMu sync.Mutex
 	// masqNets are the networks whose masquerade this Manager installed.
