@@ -133,7 +133,10 @@ func (c *Collector) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
 		}
 		total.Timestamp = st.Timestamp
 		if len(paths) == 1 {
-			total.PSI = st.PSI // pressure is not a sum: only of one cgroup
+			// Neither pressure nor a limit is a sum: only of one cgroup
+			// (the pod's own, whose limit the kubelet set).
+			total.PSI = st.PSI
+			total.Memory.Limit = st.Memory.Limit
 		}
 		total.CPU.UsageNanos += st.CPU.UsageNanos
 		total.Memory.Usage += st.Memory.Usage

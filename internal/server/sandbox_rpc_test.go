@@ -426,6 +426,32 @@ func TestPodSandboxStats(t *testing.T) {
 	}
 }
 
+// TestPodSandboxStatsMemoryAvailable: a pod in its own cgroup (the
+// kubelet's) reports that cgroup's limit less its working set as available
+// memory, as the kubelet's Summary API wants it (node e2e: it was 0).
+func TestPodSandboxStatsMemoryAvailable(t *testing.T) {
+	e := newTestEnv(t, "")
+	const podCgroup = "/kubepods/burstable/podabc"
+	cfg := podConfig("limited")
+	if cfg.Linux == nil {
+		cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{}
+	}
+	cfg.Linux.CgroupParent = podCgroup
+	id := e.mustRun(t, cfg)
+	e.cg.set(podCgroup, 1000, 10<<20)
+	e.cg.mu.Lock()
+	e.cg.stats[podCgroup].Memory.Limit = 100 << 20
+	e.cg.mu.Unlock()
+
+	resp, err := call(e.srv, "PodSandboxStats", e.srv.PodSandboxStats, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Stats.GetLinux().GetMemory().GetAvailableBytes().GetValue(); got != 90<<20 {
+		t.Errorf("available memory %d, want %d (limit 100 MiB, working set 10 MiB)", got, 90<<20)
+	}
+}
+
 // A pod whose namespace is gone after a restart (a reboot) is not ready.
 func TestRecoverPodWithoutNamespace(t *testing.T) {
 	e := newTestEnv(t, "")
