@@ -150,7 +150,7 @@ func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Nam
 			s.metrics.observePull(progress.times)
 			s.metrics.observe(time.Since(start), nil)
 			log.G(ctx).Info("pulled image", "ref", named.String(), "id", img.ID, "size", img.Size,
-				"downloaded", progress.bytes, "blobs", progress.blobs, "reused", progress.skipped,
+				"downloaded", progress.bytes, "blobs", progress.blobs, "reused", progress.skipped, "copy", progress.copyImage,
 				"duration", time.Since(start).Round(time.Millisecond))
 			return img, nil
 		}
@@ -219,13 +219,25 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 		progress.consume(ctx, events)
 	}()
 	progress.times.copyStart = time.Now()
-	_, err = copy.Image(ctx, policy, dest, src, &copy.Options{
-		SourceCtx:               sys,
-		DestinationCtx:          sys,
-		ProgressInterval:        progressInterval,
-		Progress:                events,
-		ReportResolvedReference: &resolved,
-	})
+	var img *Image
+	var fb *fallbackError
+	if !s.copyPull {
+		img, err = s.pullOnePass(ctx, named, sys, policy, events)
+		if errors.As(err, &fb) {
+			log.G(ctx).Info("pulling with containers/image's copy", "ref", named.String(), "reason", fb.reason)
+			img, err = nil, nil
+		}
+	}
+	if img == nil && err == nil {
+		progress.copyImage = true
+		_, err = copy.Image(ctx, policy, dest, src, &copy.Options{
+			SourceCtx:               sys,
+			DestinationCtx:          sys,
+			ProgressInterval:        progressInterval,
+			Progress:                events,
+			ReportResolvedReference: &resolved,
+		})
+	}
 	progress.times.copyEnd = time.Now()
 	close(events)
 	<-drained
@@ -239,6 +251,9 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 		}
 		return nil, err
 	}
+	if img != nil {
+		return img, nil
+	}
 	if resolved == nil {
 		return nil, fmt.Errorf("pull %s: storage reported no image", named)
 	}
@@ -246,7 +261,7 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: find stored image: %w", named, err)
 	}
-	img, err := s.toImage(stored)
+	img, err = s.toImage(stored)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", named, err)
 	}
@@ -275,6 +290,9 @@ type pullProgress struct {
 	bytes   uint64 // written only by consume, read after it returned
 	blobs   int    // downloaded
 	skipped int    // already present
+	// copyImage: containers/image's copy.Image pulled the image (not the
+	// one-pass engine).
+	copyImage bool
 	// times: consume sets the blob moments (the channel is unbuffered,
 	// so an event is received as it is sent).
 	times pullTimes

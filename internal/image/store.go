@@ -100,6 +100,10 @@ type Config struct {
 	// registry for this long (DefaultPullProgressTimeout); see
 	// stallWatchdog for what counts.
 	PullProgressTimeout time.Duration
+	// MaxConcurrentDownloads is how many layers of one image a pull fetches
+	// and unpacks at a time (DefaultMaxConcurrentDownloads), as
+	// containerd's max_concurrent_downloads.
+	MaxConcurrentDownloads int
 	// SyncRootfsRecords has containers/storage fsync its records of root
 	// filesystems (containers and their writable layers) on every change.
 	// Without it they are volatile (see CreateRootfs).
@@ -134,6 +138,13 @@ type Store struct {
 	// gcPending is set when a failed operation may have left orphan layers.
 	gcPending atomic.Bool
 
+	// stagedCommit serializes committing a staged layer with checking that
+	// its ID is free (onepass.go).
+	stagedCommit sync.Mutex
+	// copyPull has every pull use containers/image's copy.Image (the
+	// benchmarks' old path).
+	copyPull bool
+
 	// pullsDone counts shared pulls running in the background, which
 	// Close cancels and waits for.
 	pullsDone sync.WaitGroup
@@ -162,6 +173,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 
+	if cfg.Driver == "overlay" || cfg.Driver == "overlay2" {
+		// Layers a one-pass pull was staging when the daemon died
+		// (onepass.go); containers/storage prunes them only at shutdown.
+		if err := os.RemoveAll(filepath.Join(cfg.StorageRoot, "overlay", "staging")); err != nil {
+			log.G(ctx).Warn("cannot clear staged layers", "err", err)
+		}
+	}
 	opts := storage.StoreOptions{
 		GraphRoot:          cfg.StorageRoot,
 		RunRoot:            cfg.RunRoot,
@@ -232,6 +250,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.PullProgressTimeout <= 0 {
 		cfg.PullProgressTimeout = DefaultPullProgressTimeout
+	}
+	if cfg.MaxConcurrentDownloads <= 0 {
+		cfg.MaxConcurrentDownloads = DefaultMaxConcurrentDownloads
 	}
 	cfg.DriverOptions = append([]string(nil), cfg.DriverOptions...)
 	if cfg.Driver == "overlay" {

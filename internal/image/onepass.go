@@ -1,0 +1,662 @@
+package image
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containers/image/v5/docker"
+	"github.com/containers/image/v5/docker/reference"
+	cimage "github.com/containers/image/v5/image"
+	"github.com/containers/image/v5/manifest"
+	"github.com/containers/image/v5/pkg/blobinfocache/none"
+	"github.com/containers/image/v5/signature"
+	"github.com/containers/image/v5/types"
+	"github.com/containers/storage"
+	graphdriver "github.com/containers/storage/drivers"
+	"github.com/containers/storage/pkg/archive"
+	"github.com/containers/storage/pkg/tarlog"
+	"github.com/klauspost/compress/zstd"
+	"github.com/klauspost/pgzip"
+	digest "github.com/opencontainers/go-digest"
+	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/vbatts/tar-split/archive/tar"
+	"github.com/vbatts/tar-split/tar/asm"
+	tsstorage "github.com/vbatts/tar-split/tar/storage"
+
+	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/log"
+)
+
+// The one-pass pull (issue 26) replaces containers/image's copy.Image for
+// the common case: a docker-transport image of gzip, zstd or uncompressed
+// layers. copy.Image's storage destination writes every blob to a
+// temporary file while it decompresses it once for its diffID, and at
+// commit decompresses it again and unpacks it, one layer after the other.
+// Here every missing layer is fetched, decompressed once and unpacked
+// while it downloads, up to Config.MaxConcurrentDownloads layers at a
+// time, each into a containers/storage staging directory
+// (PrepareStagedLayer), independent of its parent; the staged layers are
+// then committed in order (ApplyStagedLayer: a rename). The compressed
+// digest (the manifest's) and the uncompressed digest (the config's
+// diffID) are computed in the stream and checked at its end; a layer that
+// fails either, or any other step, is dropped with its staging directory.
+//
+// Layer IDs, the image ID and the image record are those containers/image's
+// storage destination writes (see chainLayerID and recordImage), so that
+// images pulled either way share layers and read back alike. Whatever
+// this path does not handle (schema 1 manifests, encrypted or foreign
+// layers, signatures to store, compression other than gzip and zstd, a
+// driver without staged layers) is pulled with copy.Image as before,
+// which is logged.
+
+// DefaultMaxConcurrentDownloads is Config.MaxConcurrentDownloads' default,
+// as containerd's max_concurrent_downloads.
+const DefaultMaxConcurrentDownloads = 3
+
+// fallbackError: the image needs copy.Image; nothing was written yet.
+type fallbackError struct{ reason string }
+
+func (e *fallbackError) Error() string { return "one-pass pull not possible: " + e.reason }
+
+func fallback(format string, args ...any) error {
+	return &fallbackError{reason: fmt.Sprintf(format, args...)}
+}
+
+// onePassLayer is one layer of the image being pulled.
+type onePassLayer struct {
+	index  int
+	blob   types.BlobInfo
+	diffID digest.Digest
+	id     string // the storage layer ID (chainLayerID)
+	parent string // the parent's storage layer ID; "" for the base layer
+	exists bool   // already in storage: nothing to fetch
+
+	done chan struct{} // closed once out or err is set
+	out  *graphdriver.DriverWithDifferOutput
+	err  error
+}
+
+// chainLayerID is containers/image's storage destination's layer ID for a
+// layer identified by its diffID on top of parentID ("" for none): the
+// diffID's hex for a base layer, else sha256(parentID + "+" + diffID hex).
+func chainLayerID(parentID string, diffID digest.Digest) string {
+	if parentID == "" {
+		return diffID.Encoded()
+	}
+	return digest.Canonical.FromString(parentID + "+" + diffID.Encoded()).Encoded()
+}
+
+// layerMediaTypeOK reports the layer media types the one-pass pull reads.
+func layerMediaTypeOK(mt string) bool {
+	switch mt {
+	case imgspecv1.MediaTypeImageLayer, imgspecv1.MediaTypeImageLayerGzip, imgspecv1.MediaTypeImageLayerZstd,
+		manifest.DockerV2Schema2LayerMediaType, manifest.DockerV2SchemaLayerMediaTypeUncompressed, "":
+		return true
+	}
+	return false
+}
+
+// pullOnePass pulls named with the one-pass engine; a *fallbackError means
+// copy.Image must do it (nothing was stored).
+func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *types.SystemContext,
+	policy *signature.PolicyContext, events chan<- types.ProgressProperties) (*Image, error) {
+	if drv, err := s.store.GraphDriver(); err != nil {
+		return nil, err
+	} else if _, ok := drv.(graphdriver.DriverWithDiffer); !ok {
+		return nil, fallback("the %s driver has no staged layers", s.cfg.Driver)
+	}
+	srcRef, err := docker.NewReference(named)
+	if err != nil {
+		return nil, fmt.Errorf("reference %s: %v: %w", named, err, errdefs.ErrInvalidArgument)
+	}
+	rawSrc, err := srcRef.NewImageSource(ctx, sys)
+	if err != nil {
+		return nil, fmt.Errorf("initializing source %s: %w", named, err)
+	}
+	defer rawSrc.Close()
+
+	topManifest, topType, err := cimage.UnparsedInstance(rawSrc, nil).Manifest(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest %s: %w", named, err)
+	}
+	unparsed := cimage.UnparsedInstance(rawSrc, nil)
+	var instance *digest.Digest
+	if manifest.MIMETypeIsMultiImage(topType) {
+		list, err := manifest.ListFromBlob(topManifest, topType)
+		if err != nil {
+			return nil, fmt.Errorf("parsing manifest list %s: %w", named, err)
+		}
+		d, err := list.ChooseInstance(sys)
+		if err != nil {
+			return nil, fmt.Errorf("choosing an image from manifest list %s: %w", named, err)
+		}
+		instance = &d
+		unparsed = cimage.UnparsedInstance(rawSrc, instance)
+	}
+	manifestBlob, manifestType, err := unparsed.Manifest(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest %s: %w", named, err)
+	}
+	switch manifest.NormalizedMIMEType(manifestType) {
+	case manifest.DockerV2Schema2MediaType, imgspecv1.MediaTypeImageManifest:
+	default:
+		return nil, fallback("manifest type %s", manifestType)
+	}
+	// As copy.Image: the policy is checked before anything else of the
+	// image is read.
+	if allowed, err := policy.IsRunningImageAllowed(ctx, unparsed); !allowed || err != nil {
+		return nil, fmt.Errorf("Source image rejected: %w", err)
+	}
+	src, err := cimage.FromUnparsedImage(ctx, sys, unparsed)
+	if err != nil {
+		return nil, fmt.Errorf("initializing image from source %s: %w", named, err)
+	}
+	if digested, ok := named.(reference.Digested); ok {
+		matches, err := manifest.MatchesDigest(manifestBlob, digested.Digest())
+		if err == nil && !matches {
+			matches, err = manifest.MatchesDigest(topManifest, digested.Digest())
+		}
+		if err != nil || !matches {
+			return nil, fmt.Errorf("Digest of source image's manifest would not match destination reference: %w", errdefs.ErrInvalidArgument)
+		}
+	}
+	configInfo := src.ConfigInfo()
+	configBlob, err := src.ConfigBlob(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %s: %w", named, err)
+	}
+	ociConfig, err := src.OCIConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("parsing config %s: %w", named, err)
+	}
+	blobs := src.LayerInfos()
+	if len(blobs) > maxImageLayers {
+		return nil, errTooManyLayers
+	}
+	if len(ociConfig.RootFS.DiffIDs) != len(blobs) {
+		return nil, fallback("%d layers but %d diffIDs in the config", len(blobs), len(ociConfig.RootFS.DiffIDs))
+	}
+	for i, b := range blobs {
+		switch {
+		case len(b.URLs) > 0:
+			return nil, fallback("foreign layer %s", b.Digest)
+		case b.CryptoOperation != types.PreserveOriginalCrypto || strings.HasSuffix(b.MediaType, "+encrypted"):
+			return nil, fallback("encrypted layer %s", b.Digest)
+		case !layerMediaTypeOK(b.MediaType):
+			return nil, fallback("layer media type %s", b.MediaType)
+		}
+		if err := b.Digest.Validate(); err != nil {
+			return nil, fmt.Errorf("layer %d digest %q: %v: %w", i, b.Digest, err, errdefs.ErrInvalidArgument)
+		}
+		if err := ociConfig.RootFS.DiffIDs[i].Validate(); err != nil {
+			return nil, fmt.Errorf("layer %d diffID %q: %v: %w", i, ociConfig.RootFS.DiffIDs[i], err, errdefs.ErrInvalidArgument)
+		}
+	}
+	// Signatures would have to be stored as copy.Image stores them.
+	if sigs, err := rawSrc.GetSignatures(ctx, instance); err != nil || len(sigs) > 0 {
+		return nil, fallback("the image has signatures to store (or they could not be read: %v)", err)
+	}
+
+	layers := make([]*onePassLayer, len(blobs))
+	parent := ""
+	for i, b := range blobs {
+		l := &onePassLayer{index: i, blob: b, diffID: ociConfig.RootFS.DiffIDs[i], parent: parent, done: make(chan struct{})}
+		l.id = chainLayerID(parent, l.diffID)
+		if _, err := s.store.Layer(l.id); err == nil {
+			l.exists = true
+			close(l.done)
+		}
+		layers[i] = l
+		parent = l.id
+	}
+	if err := s.fetchAndCommitLayers(ctx, rawSrc, layers, events); err != nil {
+		return nil, err
+	}
+	if len(layers) == 0 {
+		parent = ""
+	}
+
+	stored, err := s.recordImage(ctx, named, src, topManifest, manifestBlob, configInfo.Digest, configBlob, parent)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", named, err)
+	}
+	// As istorage.ResolveReference hands the image to copy.Image's callers:
+	// its digest is the platform manifest's.
+	if d, ok := stored.BigDataDigests[storage.ImageDigestBigDataKey]; ok {
+		stored.Digest = d
+	}
+	img, err := s.toImage(stored)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", named, err)
+	}
+	return img, nil
+}
+
+// fetchAndCommitLayers stages every layer not in storage, at most
+// MaxConcurrentDownloads at a time and in the image's order, and commits
+// them in order as they become ready. On failure, every staged layer not
+// yet committed is dropped; committed ones are left for the orphan-layer
+// collection (as copy.Image leaves them).
+func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource, layers []*onePassLayer,
+	events chan<- types.ProgressProperties) (retErr error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	limit := s.cfg.MaxConcurrentDownloads
+	if limit <= 0 {
+		limit = DefaultMaxConcurrentDownloads
+	}
+	sem := make(chan struct{}, limit)
+	var workers sync.WaitGroup
+	scheduled := make(chan struct{})
+	go func() {
+		defer close(scheduled)
+		for _, l := range layers {
+			if l.exists {
+				events <- types.ProgressProperties{Event: types.ProgressEventSkipped, Artifact: l.blob}
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				l.err = context.Cause(ctx)
+				close(l.done)
+				continue
+			}
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				defer func() { <-sem }()
+				l.out, l.err = s.stageLayer(ctx, src, l, events)
+				if l.err != nil {
+					cancel(l.err)
+				}
+				close(l.done)
+			}()
+		}
+	}()
+	defer func() {
+		if retErr != nil {
+			cancel(retErr)
+		}
+		<-scheduled
+		workers.Wait()
+		for _, l := range layers {
+			if l.out != nil {
+				if err := s.store.CleanupStagedLayer(l.out); err != nil {
+					log.G(ctx).Warn("remove staged layer", "layer", l.blob.Digest, "dir", l.out.Target, "err", err)
+				}
+				l.out = nil
+			}
+		}
+	}()
+
+	for _, l := range layers {
+		if l.exists {
+			continue
+		}
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if l.err != nil {
+			return l.err
+		}
+		start := time.Now()
+		if err := s.commitStagedLayer(l); err != nil {
+			return fmt.Errorf("commit layer %s: %w", l.blob.Digest, err)
+		}
+		s.metrics.observePhase("layer", "commit", time.Since(start))
+	}
+	return nil
+}
+
+// commitStagedLayer makes l's staged directory the layer l.id, unless a
+// concurrent pull committed that layer meanwhile (then the staged copy is
+// dropped). stagedCommit serializes the check with the commit: containers/
+// storage's ApplyStagedLayer onto an existing ID would replace its
+// directory.
+func (s *Store) commitStagedLayer(l *onePassLayer) error {
+	s.stagedCommit.Lock()
+	defer s.stagedCommit.Unlock()
+	if _, err := s.store.Layer(l.id); err == nil {
+		return nil // the deferred cleanup drops l.out
+	}
+	_, err := s.store.ApplyStagedLayer(storage.ApplyStagedLayerOptions{
+		ID:          l.id,
+		ParentLayer: l.parent,
+		DiffOutput:  l.out,
+		DiffOptions: &graphdriver.ApplyDiffWithDifferOpts{},
+	})
+	if err != nil {
+		return err
+	}
+	l.out = nil // now the layer's: nothing to clean up
+	return nil
+}
+
+// stageLayer fetches l's blob and unpacks it into a new staging
+// directory, verifying both digests.
+func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePassLayer,
+	events chan<- types.ProgressProperties) (*graphdriver.DriverWithDifferOutput, error) {
+	start := time.Now()
+	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
+	rc, size, err := src.GetBlob(ctx, l.blob, none.NoCache)
+	if err != nil {
+		return nil, fmt.Errorf("fetch layer %s: %w", l.blob.Digest, err)
+	}
+	defer rc.Close()
+	s.metrics.observePhase("layer", "fetch", time.Since(start))
+	if l.blob.Size < 0 && size >= 0 {
+		l.blob.Size = size
+	}
+	d := &streamDiffer{ctx: ctx, body: rc, layer: l, events: events}
+	out, err := s.store.PrepareStagedLayer(nil, d)
+	if err != nil {
+		if out != nil && out.Target != "" {
+			_ = s.store.CleanupStagedLayer(out)
+		}
+		if ctx.Err() != nil {
+			// Cancelled: by the caller, the watchdog or another layer's
+			// failure, which is the error to report.
+			return nil, context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("layer %s: %w", l.blob.Digest, err)
+	}
+	events <- types.ProgressProperties{Event: types.ProgressEventDone, Artifact: l.blob, Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
+	s.metrics.observePhase("layer", "stage", time.Since(start))
+	return out, nil
+}
+
+// LayerDigestError is a layer whose content does not match the digest the
+// manifest or the config gives it: the registry or the image is corrupt.
+type LayerDigestError struct {
+	Layer    digest.Digest // the manifest's blob digest
+	What     string        // "compressed digest", "size", "diffID"
+	Expected string
+	Got      string
+}
+
+func (e *LayerDigestError) Error() string {
+	return fmt.Sprintf("layer %s: %s mismatch: expected %s, got %s", e.Layer, e.What, e.Expected, e.Got)
+}
+
+// Unwrap classifies the error: a corrupt image or registry.
+func (e *LayerDigestError) Unwrap() error { return errdefs.ErrInvalidArgument }
+
+// streamDiffer is the containers/storage Differ of one layer: it unpacks
+// the blob stream into the staging directory it is given.
+type streamDiffer struct {
+	ctx    context.Context
+	body   io.Reader
+	layer  *onePassLayer
+	events chan<- types.ProgressProperties
+
+	read, reported int64 // compressed bytes read and reported
+	lastReport     time.Time
+}
+
+func (d *streamDiffer) Read(p []byte) (int, error) {
+	n, err := d.body.Read(p)
+	d.read += int64(n)
+	if now := time.Now(); n > 0 && now.Sub(d.lastReport) >= progressInterval {
+		d.events <- types.ProgressProperties{Event: types.ProgressEventRead, Artifact: d.layer.blob,
+			Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
+		d.reported, d.lastReport = d.read, now
+	}
+	return n, err
+}
+
+// Magic numbers of the compressions the one-pass pull reads.
+var (
+	gzipMagic  = []byte{0x1f, 0x8b, 0x08}
+	zstdMagic  = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	bzip2Magic = []byte{0x42, 0x5a, 0x68}
+	xzMagic    = []byte{0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00}
+)
+
+// ApplyDiff implements graphdriver.Differ.
+func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, differOpts *graphdriver.DifferOptions) (graphdriver.DriverWithDifferOutput, error) {
+	var out graphdriver.DriverWithDifferOutput
+	if differOpts != nil && differOpts.Format != graphdriver.DifferOutputFormatDir {
+		return out, fallback("the storage driver wants a flat (composefs) layout")
+	}
+	l := d.layer
+	compressed := l.blob.Digest.Algorithm()
+	if !compressed.Available() {
+		return out, fallback("digest algorithm %s", compressed)
+	}
+	compressedDigester := compressed.Digester()
+	br := bufio.NewReaderSize(io.TeeReader(d, compressedDigester.Hash()), 128<<10)
+	magic, err := br.Peek(len(xzMagic))
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return out, &streamError{err: err}
+	}
+	var uncompressed io.Reader
+	switch {
+	case bytes.HasPrefix(magic, gzipMagic):
+		zr, err := pgzip.NewReader(br)
+		if err != nil {
+			return out, &streamError{err: fmt.Errorf("gzip: %w", err)}
+		}
+		defer zr.Close()
+		uncompressed = zr
+	case bytes.HasPrefix(magic, zstdMagic):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		if err != nil {
+			return out, &streamError{err: fmt.Errorf("zstd: %w", err)}
+		}
+		defer zr.Close()
+		uncompressed = zr
+	case bytes.HasPrefix(magic, bzip2Magic), bytes.HasPrefix(magic, xzMagic):
+		return out, fallback("layer %s is bzip2 or xz compressed", l.blob.Digest)
+	default:
+		uncompressed = br
+	}
+
+	diffIDAlgo := l.diffID.Algorithm()
+	if !diffIDAlgo.Available() {
+		return out, fallback("diffID algorithm %s", diffIDAlgo)
+	}
+	diffIDDigester := diffIDAlgo.Digester()
+	uids, gids := map[uint32]struct{}{}, map[uint32]struct{}{}
+	idLogger, err := tarlog.NewLogger(func(h *tar.Header) {
+		if !strings.HasPrefix(path.Base(h.Name), archive.WhiteoutPrefix) {
+			uids[uint32(h.Uid)] = struct{}{}
+			gids[uint32(h.Gid)] = struct{}{}
+		}
+	})
+	if err != nil {
+		return out, err
+	}
+	idLoggerClosed := false
+	closeIDLogger := func() {
+		if !idLoggerClosed {
+			idLoggerClosed = true
+			_ = idLogger.Close()
+		}
+	}
+	defer closeIDLogger()
+	var size countWriter
+	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, idLogger))
+	var tarSplit bytes.Buffer
+	packer := &rootWatchPacker{Packer: tsstorage.NewJSONPacker(&tarSplit)}
+	payload, err := asm.NewInputTarStream(tee, packer, tsstorage.NewDiscardFilePutter())
+	if err != nil {
+		return out, err
+	}
+	// tar-split feeds payload from a goroutine of its own: end it however
+	// the unpacking ends.
+	if c, ok := payload.(io.Closer); ok {
+		defer c.Close()
+	}
+	unpackErr := unpackConfined(payload, dest, options)
+	if unpackErr == nil {
+		// What follows the tar's end, then the compressed stream's end.
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			unpackErr = &streamError{err: err}
+		} else if _, err := io.Copy(io.Discard, br); err != nil {
+			unpackErr = &streamError{err: err}
+		}
+	}
+	if unpackErr != nil {
+		if d.ctx.Err() != nil {
+			return out, context.Cause(d.ctx)
+		}
+		return out, unpackErr
+	}
+	closeIDLogger()
+
+	if got := compressedDigester.Digest(); got != l.blob.Digest {
+		return out, &LayerDigestError{Layer: l.blob.Digest, What: "compressed digest", Expected: l.blob.Digest.String(), Got: got.String()}
+	}
+	if l.blob.Size >= 0 && d.read != l.blob.Size {
+		return out, &LayerDigestError{Layer: l.blob.Digest, What: "size", Expected: fmt.Sprint(l.blob.Size), Got: fmt.Sprint(d.read)}
+	}
+	if got := diffIDDigester.Digest(); got != l.diffID {
+		return out, &LayerDigestError{Layer: l.blob.Digest, What: "diffID (the config's uncompressed digest)", Expected: l.diffID.String(), Got: got.String()}
+	}
+
+	out.Size = size.n
+	out.UncompressedDigest = l.diffID
+	out.CompressedDigest = l.blob.Digest
+	out.TarSplit = tarSplit.Bytes()
+	out.UIDs = sortedIDs(uids)
+	out.GIDs = sortedIDs(gids)
+	if packer.root {
+		// The tar set the layer root's mode, as an unpacking into the
+		// layer's own directory would have; without this the driver gives
+		// the staged root its parent's mode.
+		st, err := os.Lstat(dest)
+		if err != nil {
+			return out, err
+		}
+		mode := st.Mode()
+		out.RootDirMode = &mode
+	}
+	return out, nil
+}
+
+func sortedIDs(m map[uint32]struct{}) []uint32 {
+	ids := make([]uint32, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// rootWatchPacker notes whether the tar has an entry for its root
+// directory.
+type rootWatchPacker struct {
+	tsstorage.Packer
+	root bool
+}
+
+func (p *rootWatchPacker) AddEntry(e tsstorage.Entry) (int, error) {
+	if e.Type == tsstorage.FileType && path.Clean("/"+e.GetName()) == "/" {
+		p.root = true
+	}
+	return p.Packer.AddEntry(e)
+}
+
+// recordImage writes the image record as containers/image's storage
+// destination does: ID the config digest's hex, the config under its
+// digest, the manifest under "manifest-<digest>" and "manifest" (and the
+// list it was chosen from under its own digest), the creation date from
+// the config, the empty signature metadata, and named as a name.
+func (s *Store) recordImage(ctx context.Context, named reference.Named, src types.Image, topManifest, manifestBlob []byte,
+	configDigest digest.Digest, configBlob []byte, topLayer string) (*storage.Image, error) {
+	m, err := manifest.FromBlob(manifestBlob, manifest.GuessMIMEType(manifestBlob))
+	if err != nil {
+		return nil, fmt.Errorf("parsing manifest: %w", err)
+	}
+	id, err := m.ImageID(nil)
+	if err != nil {
+		return nil, err
+	}
+	manifestDigest, err := manifest.Digest(manifestBlob)
+	if err != nil {
+		return nil, err
+	}
+	opts := &storage.ImageOptions{}
+	if inspect, err := src.Inspect(ctx); err == nil && inspect.Created != nil {
+		opts.CreationDate = *inspect.Created
+	}
+	opts.BigData = append(opts.BigData, storage.ImageBigDataOption{
+		Key: configDigest.String(), Data: configBlob, Digest: digest.Canonical.FromBytes(configBlob),
+	})
+	if !bytes.Equal(topManifest, manifestBlob) {
+		topDigest, err := manifest.Digest(topManifest)
+		if err != nil {
+			return nil, err
+		}
+		opts.BigData = append(opts.BigData, storage.ImageBigDataOption{
+			Key: storage.ImageDigestManifestBigDataNamePrefix + "-" + topDigest.String(), Data: topManifest, Digest: topDigest,
+		})
+	}
+	opts.BigData = append(opts.BigData,
+		storage.ImageBigDataOption{
+			Key: storage.ImageDigestManifestBigDataNamePrefix + "-" + manifestDigest.String(), Data: manifestBlob, Digest: manifestDigest,
+		},
+		storage.ImageBigDataOption{Key: storage.ImageDigestBigDataKey, Data: manifestBlob, Digest: manifestDigest})
+	// containers/image's storageImageMetadata with no signatures.
+	metadata, err := json.Marshal(struct {
+		SignatureSizes  []int                   `json:"signature-sizes,omitempty"`
+		SignaturesSizes map[digest.Digest][]int `json:"signatures-sizes,omitempty"`
+	}{})
+	if err != nil {
+		return nil, err
+	}
+	opts.Metadata = string(metadata)
+
+	created := true
+	img, err := s.store.CreateImage(id, nil, topLayer, "", opts)
+	if err != nil {
+		if !errors.Is(err, storage.ErrDuplicateID) {
+			return nil, fmt.Errorf("creating image %q: %w", id, err)
+		}
+		created = false
+		if img, err = s.store.Image(id); err != nil {
+			return nil, fmt.Errorf("reading image %q: %w", id, err)
+		}
+		if img.TopLayer != topLayer {
+			return nil, fmt.Errorf("image with ID %q already exists, but uses a different top layer: %w", id, storage.ErrDuplicateID)
+		}
+		for _, data := range opts.BigData {
+			if err := s.store.SetImageBigData(img.ID, data.Key, data.Data, manifest.Digest); err != nil {
+				return nil, fmt.Errorf("saving big data %q for image %q: %w", data.Key, img.ID, err)
+			}
+		}
+		if err := s.store.SetMetadata(img.ID, opts.Metadata); err != nil {
+			return nil, fmt.Errorf("saving metadata for image %q: %w", img.ID, err)
+		}
+	}
+	if err := s.store.AddNames(img.ID, []string{named.String()}); err != nil {
+		if created {
+			if _, derr := s.store.DeleteImage(img.ID, true); derr != nil {
+				log.G(ctx).Warn("delete incomplete image", "id", img.ID, "err", derr)
+			}
+		}
+		return nil, fmt.Errorf("adding names %v to image %q: %w", named, img.ID, err)
+	}
+	return s.store.Image(img.ID)
+}
