@@ -202,8 +202,9 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		PinnedImages:      []string{cfg.PauseImage},
 		Metrics:           d.metrics.Registry,
 
-		PullProgressTimeout: time.Duration(cfg.Image.PullProgressTimeout),
-		SyncRootfsRecords:   cfg.Image.SyncRootfsRecords,
+		PullProgressTimeout:    time.Duration(cfg.Image.PullProgressTimeout),
+		MaxConcurrentDownloads: cfg.Image.MaxConcurrentDownloads,
+		SyncRootfsRecords:      cfg.Image.SyncRootfsRecords,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open image store: %w", err)

@@ -169,6 +169,10 @@ type Image struct {
 	// long (a registry that stalls mid-blob); as containerd's
 	// image_pull_progress_timeout, with its default, 5m.
 	PullProgressTimeout Duration `toml:"pull_progress_timeout"`
+	// MaxConcurrentDownloads is how many layers of one image a pull
+	// fetches and unpacks at a time; as containerd's
+	// max_concurrent_downloads, with its default, 3.
+	MaxConcurrentDownloads int `toml:"max_concurrent_downloads"`
 	// SyncRootfsRecords has containers/storage fsync its records of the
 	// containers' root filesystems on every create and remove. Default
 	// false: they are written without fsync (volatile), which survives a
@@ -296,9 +300,10 @@ func Default() *Config {
 			PluginTimeout: Duration(time.Minute),
 		},
 		Image: Image{
-			Driver:              "overlay",
-			SignaturePolicy:     "/etc/containers/policy.json",
-			PullProgressTimeout: Duration(5 * time.Minute),
+			Driver:                 "overlay",
+			SignaturePolicy:        "/etc/containers/policy.json",
+			PullProgressTimeout:    Duration(5 * time.Minute),
+			MaxConcurrentDownloads: 3,
 		},
 		NRI: NRI{
 			Enable:                    true,
@@ -418,6 +423,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Image.PullProgressTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("image.pull_progress_timeout must be positive"))
+	}
+	if c.Image.MaxConcurrentDownloads < 1 || c.Image.MaxConcurrentDownloads > 64 {
+		errs = append(errs, fmt.Errorf("image.max_concurrent_downloads must be between 1 and 64, not %d", c.Image.MaxConcurrentDownloads))
 	}
 	if c.Network.CacheDir == "" {
 		c.Network.CacheDir = filepath.Join(c.Root, "cni")
