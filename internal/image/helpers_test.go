@@ -189,6 +189,12 @@ type testRegistry struct {
 	stall    string         // guarded by mu; digest whose GET hangs
 	stalled  chan struct{}  // guarded by mu; closed when the stalled GET arrived
 	release  chan struct{}  // guarded by mu; closing it lets stalled GETs go on
+	// override: digest → the bytes served for it instead of the blob.
+	override map[string][]byte // guarded by mu
+	// blobDelay holds every blob GET this long; inFlight and maxInFlight
+	// count the GETs being served.
+	blobDelay             time.Duration // guarded by mu
+	inFlight, maxInFlight int           // guarded by mu
 }
 
 var blobPath = regexp.MustCompile(`^/v2/.+/blobs/(sha256:[0-9a-f]{64})$`)
@@ -211,6 +217,26 @@ func newRegistry(t testing.TB) *testRegistry {
 		if m := blobPath.FindStringSubmatch(req.URL.Path); m != nil && req.Method == http.MethodGet {
 			r.mu.Lock()
 			r.blobGets[m[1]]++
+			data, overridden := r.override[m[1]]
+			delay := r.blobDelay
+			r.inFlight++
+			r.maxInFlight = max(r.maxInFlight, r.inFlight)
+			r.mu.Unlock()
+			defer func() {
+				r.mu.Lock()
+				r.inFlight--
+				r.mu.Unlock()
+			}()
+			if delay > 0 {
+				time.Sleep(delay)
+			}
+			if overridden {
+				w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+				w.Header().Set("Docker-Content-Digest", m[1])
+				_, _ = w.Write(data)
+				return
+			}
+			r.mu.Lock()
 			var wait chan struct{}
 			if m[1] == r.stall {
 				close(r.stalled)
@@ -244,6 +270,16 @@ func (r *testRegistry) stallBlob(digest string) (arrived <-chan struct{}, releas
 	rel := r.release
 	var once sync.Once
 	return r.stalled, func() { once.Do(func() { close(rel) }) }
+}
+
+// serveInstead makes every GET of the blob digest answer data.
+func (r *testRegistry) serveInstead(digest string, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.override == nil {
+		r.override = map[string][]byte{}
+	}
+	r.override[digest] = data
 }
 
 func (r *testRegistry) gets() map[string]int {

@@ -247,7 +247,8 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 // MaxConcurrentDownloads at a time and in the image's order, and commits
 // them in order as they become ready. On failure, every staged layer not
 // yet committed is dropped; committed ones are left for the orphan-layer
-// collection (as copy.Image leaves them).
+// collection (as copy.Image leaves them). Every staging directory is
+// removed at the end.
 func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource, layers []*onePassLayer,
 	events chan<- types.ProgressProperties) (retErr error) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -339,11 +340,9 @@ func (s *Store) commitStagedLayer(l *onePassLayer) error {
 		DiffOutput:  l.out,
 		DiffOptions: &graphdriver.ApplyDiffWithDifferOpts{},
 	})
-	if err != nil {
-		return err
-	}
-	l.out = nil // now the layer's: nothing to clean up
-	return nil
+	// Committed or not, the deferred cleanup removes what is left of the
+	// staging directory (its lock file), as containers/image does.
+	return err
 }
 
 // stageLayer fetches l's blob and unpacks it into a new staging
