@@ -31,7 +31,9 @@ func newPullMetrics(reg prometheus.Registerer) (*pullMetrics, error) {
 		phase: prometheus.NewSummaryVec(prometheus.SummaryOpts{
 			Name: "podbay_image_phase_duration_seconds",
 			Help: "Latency of each phase of a successful image pull (operation pull: resolve, manifest, " +
-				"layers, commit, record) and of each layer's unpacking (operation layer, phase unpack).",
+				"layers, commit, record) and of each layer's (operation layer: fetch, the registry's answer to its GET; " +
+				"stage, its download, decompression and unpacking into a staging directory; unpack, the unpacking alone; " +
+				"commit, moving the staged layer into storage).",
 			Objectives: map[float64]float64{0.5: 0.01, 0.95: 0.005, 0.99: 0.001},
 			MaxAge:     10 * time.Minute,
 		}, []string{"operation", "phase"}),
