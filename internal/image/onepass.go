@@ -126,11 +126,11 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 	}
 	defer rawSrc.Close()
 
-	topManifest, topType, err := cimage.UnparsedInstance(rawSrc, nil).Manifest(ctx)
+	unparsed := cimage.UnparsedInstance(rawSrc, nil)
+	topManifest, topType, err := unparsed.Manifest(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", named, err)
 	}
-	unparsed := cimage.UnparsedInstance(rawSrc, nil)
 	var instance *digest.Digest
 	if manifest.MIMETypeIsMultiImage(topType) {
 		list, err := manifest.ListFromBlob(topManifest, topType)
@@ -156,7 +156,7 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 	// As copy.Image: the policy is checked before anything else of the
 	// image is read.
 	if allowed, err := policy.IsRunningImageAllowed(ctx, unparsed); !allowed || err != nil {
-		return nil, fmt.Errorf("Source image rejected: %w", err)
+		return nil, fmt.Errorf("source image rejected: %w", err)
 	}
 	src, err := cimage.FromUnparsedImage(ctx, sys, unparsed)
 	if err != nil {
@@ -168,7 +168,7 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 			matches, err = manifest.MatchesDigest(topManifest, digested.Digest())
 		}
 		if err != nil || !matches {
-			return nil, fmt.Errorf("Digest of source image's manifest would not match destination reference: %w", errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("the digest of the image's manifest does not match the reference: %w", errdefs.ErrInvalidArgument)
 		}
 	}
 	configInfo := src.ConfigInfo()
@@ -222,9 +222,6 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 	}
 	if err := s.fetchAndCommitLayers(ctx, rawSrc, layers, events); err != nil {
 		return nil, err
-	}
-	if len(layers) == 0 {
-		parent = ""
 	}
 
 	stored, err := s.recordImage(ctx, named, src, topManifest, manifestBlob, configInfo.Digest, configBlob, parent)
