@@ -372,6 +372,8 @@ func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePas
 	}
 	events <- types.ProgressProperties{Event: types.ProgressEventDone, Artifact: l.blob, Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
 	s.metrics.observePhase("layer", "stage", time.Since(start))
+	log.G(ctx).Debug("staged layer", "digest", l.blob.Digest, "bytes", d.read, "unpacked", out.Size,
+		"duration", time.Since(start).Round(time.Millisecond))
 	return out, nil
 }
 

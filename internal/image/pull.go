@@ -149,9 +149,16 @@ func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Nam
 			progress.times.end = time.Now()
 			s.metrics.observePull(progress.times)
 			s.metrics.observe(time.Since(start), nil)
-			log.G(ctx).Info("pulled image", "ref", named.String(), "id", img.ID, "size", img.Size,
+			t := progress.times
+			phases := []any{"resolve", t.copyStart.Sub(t.start).Round(time.Millisecond)}
+			if !t.firstBlob.IsZero() {
+				phases = append(phases, "manifest", t.firstBlob.Sub(t.copyStart).Round(time.Millisecond),
+					"layers", t.lastBlob.Sub(t.firstBlob).Round(time.Millisecond),
+					"commit", t.copyEnd.Sub(t.lastBlob).Round(time.Millisecond))
+			}
+			log.G(ctx).Info("pulled image", append([]any{"ref", named.String(), "id", img.ID, "size", img.Size,
 				"downloaded", progress.bytes, "blobs", progress.blobs, "reused", progress.skipped, "copy", progress.copyImage,
-				"duration", time.Since(start).Round(time.Millisecond))
+				"duration", time.Since(start).Round(time.Millisecond)}, phases...)...)
 			return img, nil
 		}
 		log.G(ctx).Debug("pull candidate failed", "ref", named.String(), "err", err)
