@@ -28,7 +28,17 @@ func BenchmarkPull(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchPull(b, img)
+	benchPull(b, img, false)
+}
+
+// BenchmarkPullCopy is BenchmarkPull through containers/image's copy.Image
+// (the pull before the one-pass pull).
+func BenchmarkPullCopy(b *testing.B) {
+	img, err := random.Image(2<<20, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchPull(b, img, true)
 }
 
 // BenchmarkPullBusybox is BenchmarkPull with the image the benchmarks
@@ -47,14 +57,17 @@ func BenchmarkPullBusybox(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchPull(b, img)
+	for _, path := range []string{"onepass", "copy"} {
+		b.Run(path, func(b *testing.B) { benchPull(b, img, path == "copy") })
+	}
 }
 
 // benchPull pulls img from a loopback registry b.N times, removing it
-// (untimed) after each pull.
-func benchPull(b *testing.B, img v1.Image) {
+// (untimed) after each pull; copyPull pulls with copy.Image.
+func benchPull(b *testing.B, img v1.Image, copyPull bool) {
 	reg := newRegistry(b)
 	e := newEnv(b)
+	e.store.copyPull = copyPull
 	e.insecure(reg.host)
 	ctx := testCtx(b)
 	reg.push("bench/image:1", img)
