@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,30 +155,7 @@ func BenchmarkLookup100(b *testing.B) {
 // downloads, three at a time). Each iteration removes the image
 // (untimed), so that every pull downloads and unpacks all of it.
 func BenchmarkPullMultiLayer(b *testing.B) {
-	var layers []rawLayer
-	rng := rand.New(rand.NewPCG(26, 3))
-	words := strings.Fields("the quick brown fox jumps over a lazy dog podbay layer image pull registry digest stream zstd gzip tar overlay")
-	for i := range 5 {
-		var entries []tarEntry
-		entries = append(entries, dirEntry(fmt.Sprintf("l%d/", i), 0o755))
-		for f := range 800 {
-			var body strings.Builder
-			if f%2 == 0 {
-				for body.Len() < 20<<10 {
-					body.WriteString(words[rng.IntN(len(words))])
-					body.WriteByte(" \n"[rng.IntN(2)])
-				}
-			} else {
-				raw := make([]byte, 20<<10)
-				for j := range raw {
-					raw[j] = byte(rng.Uint32())
-				}
-				body.Write(raw)
-			}
-			entries = append(entries, fileEntry(fmt.Sprintf("l%d/f%d", i, f), body.String(), 0))
-		}
-		layers = append(layers, gzipLayer(b, testTar(b, entries...)))
-	}
+	layers := benchMultiLayers(b)
 	reg := newRegistry(b)
 	reg.pushRaw("bench/multi:1", layers...)
 	for _, path := range []string{"copy", "onepass", "onepass-serial"} {
@@ -214,10 +192,81 @@ func BenchmarkPullMultiLayer(b *testing.B) {
 }
 
 // processCPU is the user and system time the process has used.
-func processCPU(b *testing.B) time.Duration {
+func processCPU(b testing.TB) time.Duration {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchMultiLayers makes BenchmarkPullMultiLayer's five gzip layers.
+func benchMultiLayers(t testing.TB) []rawLayer {
+	var layers []rawLayer
+	rng := rand.New(rand.NewPCG(26, 3))
+	words := strings.Fields("the quick brown fox jumps over a lazy dog podbay layer image pull registry digest stream zstd gzip tar overlay")
+	for i := range 5 {
+		var entries []tarEntry
+		entries = append(entries, dirEntry(fmt.Sprintf("l%d/", i), 0o755))
+		for f := range 800 {
+			var body strings.Builder
+			if f%2 == 0 {
+				for body.Len() < 20<<10 {
+					body.WriteString(words[rng.IntN(len(words))])
+					body.WriteByte(" \n"[rng.IntN(2)])
+				}
+			} else {
+				raw := make([]byte, 20<<10)
+				for j := range raw {
+					raw[j] = byte(rng.Uint32())
+				}
+				body.Write(raw)
+			}
+			entries = append(entries, fileEntry(fmt.Sprintf("l%d/f%d", i, f), body.String(), 0))
+		}
+		layers = append(layers, gzipLayer(t, testTar(t, entries...)))
+	}
+	return layers
+}
+
+// TestPullPathsInterleaved is BenchmarkPullMultiLayer as an A/B that
+// alternates the two paths pull by pull, so that a shared machine's
+// changing load falls on both alike; it logs each path's median wall and
+// CPU time. Run by hand: PODBAY_PULL_AB=1 go test -run
+// TestPullPathsInterleaved -v ./internal/image/ (TMPDIR on a tmpfs takes
+// the disk out).
+func TestPullPathsInterleaved(t *testing.T) {
+	if os.Getenv("PODBAY_PULL_AB") == "" {
+		t.Skip("a measurement; set PODBAY_PULL_AB=1 to run it")
+	}
+	reg := newRegistry(t)
+	reg.pushRaw("bench/multi:1", benchMultiLayers(t)...)
+	e := newEnv(t)
+	e.insecure(reg.host)
+	ctx := testCtx(t)
+	const rounds = 8
+	wall := map[bool][]time.Duration{}
+	cpu := map[bool][]time.Duration{}
+	for i := range 2 * rounds {
+		copyPull := i%2 == 0
+		e.store.copyPull = copyPull
+		c0, t0 := processCPU(t), time.Now()
+		img, err := e.store.Pull(ctx, reg.ref("bench/multi:1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wall[copyPull] = append(wall[copyPull], time.Since(t0))
+		cpu[copyPull] = append(cpu[copyPull], processCPU(t)-c0)
+		if err := e.store.Remove(ctx, img.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, copyPull := range []bool{true, false} {
+		slices.Sort(wall[copyPull])
+		slices.Sort(cpu[copyPull])
+		name := map[bool]string{true: "copy", false: "onepass"}[copyPull]
+		t.Logf("%s: wall p50 %v (min %v, max %v), CPU p50 %v", name, wall[copyPull][rounds/2].Round(time.Millisecond),
+			wall[copyPull][0].Round(time.Millisecond), wall[copyPull][rounds-1].Round(time.Millisecond),
+			cpu[copyPull][rounds/2].Round(time.Millisecond))
+	}
 }
