@@ -345,9 +345,21 @@ func (s *Store) commitStagedLayer(l *onePassLayer) error {
 // stageLayer fetches l's blob and unpacks it into a new staging
 // directory, verifying both digests.
 func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePassLayer,
-	events chan<- types.ProgressProperties) (*graphdriver.DriverWithDifferOutput, error) {
+	events chan<- types.ProgressProperties) (out *graphdriver.DriverWithDifferOutput, err error) {
 	start := time.Now()
 	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
+	d := &streamDiffer{ctx: ctx, layer: l, events: events}
+	defer func() {
+		// Done even on failure, which may yet fall back to copy.Image:
+		// the stall watchdog counts the blobs in flight.
+		events <- types.ProgressProperties{Event: types.ProgressEventDone, Artifact: l.blob,
+			Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
+		if err != nil && ctx.Err() != nil {
+			// Cancelled: by the caller, the watchdog or another layer's
+			// failure, which is the error to report.
+			out, err = nil, context.Cause(ctx)
+		}
+	}()
 	rc, size, err := src.GetBlob(ctx, l.blob, none.NoCache)
 	if err != nil {
 		return nil, fmt.Errorf("fetch layer %s: %w", l.blob.Digest, err)
@@ -357,20 +369,14 @@ func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePas
 	if l.blob.Size < 0 && size >= 0 {
 		l.blob.Size = size
 	}
-	d := &streamDiffer{ctx: ctx, body: rc, layer: l, events: events}
-	out, err := s.store.PrepareStagedLayer(nil, d)
+	d.body = rc
+	out, err = s.store.PrepareStagedLayer(nil, d)
 	if err != nil {
 		if out != nil && out.Target != "" {
 			_ = s.store.CleanupStagedLayer(out)
 		}
-		if ctx.Err() != nil {
-			// Cancelled: by the caller, the watchdog or another layer's
-			// failure, which is the error to report.
-			return nil, context.Cause(ctx)
-		}
 		return nil, fmt.Errorf("layer %s: %w", l.blob.Digest, err)
 	}
-	events <- types.ProgressProperties{Event: types.ProgressEventDone, Artifact: l.blob, Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
 	s.metrics.observePhase("layer", "stage", time.Since(start))
 	log.G(ctx).Debug("staged layer", "digest", l.blob.Digest, "bytes", d.read, "unpacked", out.Size,
 		"duration", time.Since(start).Round(time.Millisecond))
