@@ -21,6 +21,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/zstd"
 	"github.com/klauspost/pgzip"
+	"github.com/ulikunitz/xz"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -490,5 +491,41 @@ func TestOnePassFallsBack(t *testing.T) {
 	}
 	if img.ID != id {
 		t.Errorf("ID = %s, want %s", img.ID, id)
+	}
+}
+
+// A layer found to be xz-compressed once its download began sends the
+// whole pull to copy.Image, which stores the image; nothing staged is left.
+func TestOnePassFallsBackMidPull(t *testing.T) {
+	reg := newRegistry(t)
+	tars := multiLayerTars(t)
+	var buf bytes.Buffer
+	xw, err := xz.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := xw.Write(tars[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := xw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	xzLayer := rawLayer{blob: buf.Bytes(), mediaType: imgspecv1.MediaTypeImageLayer, diffID: digest.FromBytes(tars[1])}
+	_, id := reg.pushRaw("test/xz:1", gzipLayer(t, tars[0]), xzLayer, gzipLayer(t, tars[2]))
+	e := newEnv(t)
+	e.insecure(reg.host)
+	img, err := e.store.Pull(testCtx(t), reg.ref("test/xz:1"), nil)
+	if err != nil {
+		t.Fatalf("Pull: %v", err)
+	}
+	if img.ID != id {
+		t.Errorf("ID = %s, want %s", img.ID, id)
+	}
+	e.store.pullsDone.Wait()
+	if images, layers := e.counts(); images != 1 || layers != 3 {
+		t.Errorf("%d images, %d layers; want 1, 3", images, layers)
+	}
+	if staged := e.stagingDirs(); len(staged) != 0 {
+		t.Errorf("staging directories left: %v", staged)
 	}
 }
