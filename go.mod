@@ -26,6 +26,7 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/sirupsen/logrus v1.9.4
+	github.com/ulikunitz/xz v0.5.12
 	github.com/vbatts/tar-split v0.12.1
 	go.etcd.io/bbolt v1.4.3
 	go.opentelemetry.io/otel v1.44.0
@@ -136,7 +137,6 @@ require (
 	github.com/tchap/go-patricia/v2 v2.3.2 // indirect
 	github.com/tetratelabs/wazero v1.11.0 // indirect
 	github.com/titanous/rocacheck v0.0.0-20171023193734-afe73141d399 // indirect
-	github.com/ulikunitz/xz v0.5.12 // indirect
 	github.com/vbauerster/mpb/v8 v8.9.3 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.mongodb.org/mongo-driver v1.14.0 // indirect
