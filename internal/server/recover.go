@@ -289,6 +289,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 	orphans.Collect(ctx, orphans.Host{
 		Root:     s.cfg.Root,
 		NetNSDir: s.cfg.NetNSDir,
+		PinRoot:  s.pinRoot(),
 		Network:  s.network,
 		NetNS:    s.netns,
 		Images:   s.images,
