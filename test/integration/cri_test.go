@@ -156,18 +156,20 @@ func (e *env) stopAndRemove(t *testing.T, ids ...string) {
 
 // sandboxInfo is the JSON in verbose PodSandboxStatus Info["info"].
 type sandboxInfo struct {
-	ID              string          `json:"id"`
-	Name            string          `json:"name"`
-	Pid             int             `json:"pid"`
-	State           string          `json:"state"`
-	RuntimeHandler  string          `json:"runtimeHandler"`
-	NetworkMode     string          `json:"networkMode"`
-	NetworkOrder    string          `json:"networkOrder"`
-	NetworkStopped  bool            `json:"networkStopped"`
-	NetworkSettings networkSettings `json:"networkSettings"`
-	Bundle          string          `json:"bundle"`
-	Config          json.RawMessage `json:"config"`
-	RuntimeSpec     json.RawMessage `json:"runtimeSpec"`
+	ID              string                    `json:"id"`
+	Name            string                    `json:"name"`
+	Pid             int                       `json:"pid"`
+	SandboxKind     string                    `json:"sandboxKind"`
+	Pins            struct{ IPC, UTS string } `json:"pins"`
+	State           string                    `json:"state"`
+	RuntimeHandler  string                    `json:"runtimeHandler"`
+	NetworkMode     string                    `json:"networkMode"`
+	NetworkOrder    string                    `json:"networkOrder"`
+	NetworkStopped  bool                      `json:"networkStopped"`
+	NetworkSettings networkSettings           `json:"networkSettings"`
+	Bundle          string                    `json:"bundle"`
+	Config          json.RawMessage           `json:"config"`
+	RuntimeSpec     json.RawMessage           `json:"runtimeSpec"`
 }
 
 type networkSettings struct {
