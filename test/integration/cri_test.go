@@ -100,6 +100,34 @@ func withNamespaces(pid, ipc runtimeapi.NamespaceMode) podMod {
 	}
 }
 
+// withPause makes the pod share one PID namespace (pid: POD), so that it
+// keeps its pause process (with the default sandbox_process = "auto", a
+// pod with pid: CONTAINER has none): for tests whose subject is that
+// process.
+func withPause() podMod {
+	return func(c *runtimeapi.PodSandboxConfig) {
+		c.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_POD
+	}
+}
+
+// podNSPath is the path of the pod's namespace of kind (net, ipc, uts)
+// that its containers join: its pause process's, or for a pod without one
+// its pinned namespace.
+func podNSPath(info sandboxInfo, kind string) string {
+	if info.Pid > 0 {
+		return fmt.Sprintf("/proc/%d/ns/%s", info.Pid, kind)
+	}
+	switch kind {
+	case "net":
+		return info.NetworkSettings.SandboxKey
+	case "ipc":
+		return info.Pins.IPC
+	case "uts":
+		return info.Pins.UTS
+	}
+	return ""
+}
+
 func withCgroupParent(p string) podMod {
 	return func(c *runtimeapi.PodSandboxConfig) { c.Linux.CgroupParent = p }
 }

@@ -923,7 +923,8 @@ func mountPointOf(t *testing.T, path string) string {
 func TestImageRestart(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
-	id := e.runPod(t, e.podConfig("survivor"), "")
+	// A pod with a pause process: a pinned one has no root filesystem.
+	id := e.runPod(t, e.podConfig("survivor", withPause()), "")
 	_, merged := e.rootfsOf(t, id)
 	_, info := e.status(t, id)
 
@@ -945,7 +946,7 @@ func TestImageRestart(t *testing.T) {
 	// Killed after the sandbox container was created: its root filesystem
 	// exists, mounted, when the daemon dies.
 	e.restart("run.create=kill")
-	if _, err := e.tryRunPod(rpcCtx(t), e.podConfig("half-made"), ""); code(err) != codes.Unavailable {
+	if _, err := e.tryRunPod(rpcCtx(t), e.podConfig("half-made", withPause()), ""); code(err) != codes.Unavailable {
 		t.Errorf("RunPodSandbox with run.create=kill: %v, want Unavailable (daemon gone)", err)
 	}
 	e.waitExit(10 * time.Second)

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -150,6 +153,24 @@ func TestPodWithoutPause(t *testing.T) {
 		}
 	}
 	e.removePod(t, pod.id)
+	e.assertNoLeaks(t)
+
+	// Killed once the namespaces are pinned: the restarted daemon undoes
+	// the half-made pod, pins included.
+	e.restart("run.create=kill")
+	if _, err := e.tryRunPod(rpcCtx(t), e.podConfig("half-made"), ""); code(err) != codes.Unavailable {
+		t.Errorf("RunPodSandbox with run.create=kill: %v, want Unavailable (daemon gone)", err)
+	}
+	e.waitExit(10 * time.Second)
+	pinned, _ := os.ReadDir(filepath.Join(e.stateDir, "pinns"))
+	if len(pinned) != 1 {
+		t.Errorf("pin dirs at the crash: %d, want the half-made pod's", len(pinned))
+	}
+	e.restart("")
+	e.eventuallyNoLeaks(t, 20*time.Second)
+	if pods := e.listPods(t, nil); len(pods) != 0 {
+		t.Errorf("pods after the restart: %v", podIDs(pods))
+	}
 }
 
 // TestPodWithoutPauseHostNetwork: with the host's network the pod has the
