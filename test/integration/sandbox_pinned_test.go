@@ -173,6 +173,30 @@ func TestPodWithoutPause(t *testing.T) {
 	}
 }
 
+// TestPodWithoutPauseSysctlRefused: a sysctl value the kernel refuses
+// fails RunPodSandbox with InvalidArgument, after the namespaces were
+// pinned and the netns configured, and leaves nothing.
+func TestPodWithoutPauseSysctlRefused(t *testing.T) {
+	if suiteRuntimeType == "vm" {
+		t.Skip("vm handlers keep their sandbox")
+	}
+	e := newEnv(t, envOptions{})
+	e.start("")
+	for _, sysctls := range []map[string]string{
+		{"kernel.shmmax": "not-a-number"},
+		{"kernel.shmmax": "1000", "net.ipv4.ip_unprivileged_port_start": "not-a-number"},
+	} {
+		_, err := e.tryRunPod(rpcCtx(t), e.podConfig("bad-sysctl", withSysctls(sysctls)), "")
+		if code(err) != codes.InvalidArgument {
+			t.Errorf("sysctls %v: RunPodSandbox: %v, want InvalidArgument", sysctls, err)
+		}
+		if pods := e.listPods(t, nil); len(pods) != 0 {
+			t.Errorf("pods after the refused sysctl: %v", podIDs(pods))
+		}
+		e.assertNoLeaks(t)
+	}
+}
+
 // TestPodWithoutPauseHostNetwork: with the host's network the pod has the
 // host's UTS namespace; only its IPC namespace is pinned.
 func TestPodWithoutPauseHostNetwork(t *testing.T) {
