@@ -197,6 +197,41 @@ func TestPodWithoutPauseSysctlRefused(t *testing.T) {
 	}
 }
 
+// TestPodWithoutPauseResize: UpdatePodSandboxResources of a pod without
+// a sandbox container sets the pod's own cgroup, which holds every
+// process of the pod, and has no sandbox cgroup to set.
+func TestPodWithoutPauseResize(t *testing.T) {
+	if suiteRuntimeType == "vm" || pureCgroupV2() {
+		t.Skip("oci handlers, cgroup v1 files")
+	}
+	e, ti := newContainerEnv(t, "busybox")
+	parent := e.cgroupChild("pinresize")
+	pod := e.runTestPod(t, "pinresize", withCgroupParent(parent), func(c *runtimeapi.PodSandboxConfig) {
+		c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 128 << 20}
+	})
+	if _, info := e.status(t, pod.id); info.SandboxKind != "pinned" {
+		t.Fatalf("kind %q", info.SandboxKind)
+	}
+	e.runContainer(t, pod, containerConfig("app", ti.ref("busybox"), ctrCommand("sleep", "1000")))
+	if _, err := e.rt.UpdatePodSandboxResources(rpcCtx(t), &runtimeapi.UpdatePodSandboxResourcesRequest{
+		PodSandboxId: pod.id,
+		Resources:    &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 200000, CpuShares: 1024, MemoryLimitInBytes: 256 << 20},
+		Overhead:     &runtimeapi.LinuxContainerResources{CpuQuota: 10000, MemoryLimitInBytes: 16 << 20},
+	}); err != nil {
+		t.Fatalf("UpdatePodSandboxResources: %v", err)
+	}
+	dir := e.parentDir(parent)
+	for file, want := range map[string]string{
+		"cpu/cpu.cfs_quota_us": "210000", "cpu/cpu.shares": "1024", "memory/memory.limit_in_bytes": fmt.Sprint(272 << 20),
+	} {
+		ctrl, f, _ := strings.Cut(file, "/")
+		if got := strings.TrimSpace(readHostFile(t, filepath.Join("/sys/fs/cgroup", ctrl, dir, f))); got != want {
+			t.Errorf("pod cgroup %s = %s, want %s", file, got, want)
+		}
+	}
+	e.stopAndRemove(t, pod.id)
+}
+
 // TestPodWithoutPauseHostNetwork: with the host's network the pod has the
 // host's UTS namespace; only its IPC namespace is pinned.
 func TestPodWithoutPauseHostNetwork(t *testing.T) {
