@@ -121,6 +121,16 @@ func TestPodWithoutPause(t *testing.T) {
 		}
 	}
 	check("running")
+	// An IPC object one container makes the other sees: a POSIX message
+	// queue (each container mounts the mqueue file system of the IPC
+	// namespace it joined). /dev/shm is each container's own tmpfs, for
+	// pods with and without a pause process alike.
+	if r := e.execSync(t, a, 10, "touch", "/dev/mqueue/podq"); r.ExitCode != 0 {
+		t.Fatalf("make a message queue: exit %d: %s", r.ExitCode, r.Stderr)
+	}
+	if ls := e.execOutput(t, b, "ls", "/dev/mqueue"); !strings.Contains(ls, "podq") {
+		t.Errorf("container b does not see the message queue container a made: %q", ls)
+	}
 	// The pod's network counters come from its netns, with no process to
 	// read /proc/<pid>/net/dev of.
 	sresp, err := e.rt.PodSandboxStats(rpcCtx(t), &runtimeapi.PodSandboxStatsRequest{PodSandboxId: pod.id})
