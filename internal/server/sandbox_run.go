@@ -243,7 +243,11 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 		if err := s.createSandboxContainer(ctx, sb, rt, ctl, pod, files, rootfs, args); err != nil {
 			return nil, err
 		}
-		timer.Phase("runtime_create")
+		if noProcess {
+			timer.Phase("pins") // the spec written, the namespaces pinned
+		} else {
+			timer.Phase("runtime_create")
+		}
 		if err := s.hit(ctx, "run.create"); err != nil {
 			return nil, err
 		}
@@ -252,7 +256,9 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	if err := ctl.Start(ctx, id); err != nil {
 		return nil, fmt.Errorf("start sandbox container: %w", err)
 	}
-	timer.Phase("runtime_start")
+	if !noProcess {
+		timer.Phase("runtime_start")
+	}
 	if err := s.hit(ctx, "run.start"); err != nil {
 		return nil, err
 	}

@@ -209,7 +209,11 @@ func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, ctl podsandb
 		if err := ctl.Stop(ctx, rec.ID); err != nil {
 			return fmt.Errorf("stop sandbox container: %w", err)
 		}
-		phase("runtime_stop")
+		if ctl.Traits().NoProcess {
+			phase("unmount_pins")
+		} else {
+			phase("runtime_stop")
+		}
 	}
 	return nil
 }
@@ -239,7 +243,11 @@ func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sand
 		if rtDelErr = ctl.Delete(ctx, rec.ID); rtDelErr != nil {
 			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
 		}
-		phase("runtime_delete")
+		if ctl.Traits().NoProcess {
+			phase("remove_pins")
+		} else {
+			phase("runtime_delete")
+		}
 	}()
 	var rootfsErr error
 	if !ctl.Traits().NoProcess { // a pinned sandbox has no root filesystem
