@@ -33,6 +33,15 @@ const (
 	OrderAfter = "after"
 )
 
+// Values of sandbox_process.
+const (
+	// SandboxProcessAuto: no sandbox process for an oci handler's pod
+	// that needs none (see Config.SandboxProcess).
+	SandboxProcessAuto = "auto"
+	// SandboxProcessAlways: the pause container for every oci pod.
+	SandboxProcessAlways = "always"
+)
+
 // Config is podbayd's configuration. The zero value is not usable; start from
 // Default.
 type Config struct {
@@ -78,6 +87,14 @@ type Config struct {
 	// than the daemon's own: "auto" (when the daemon lacks CAP_SYS_RESOURCE),
 	// "true" or "false".
 	RestrictOOMScoreAdj string `toml:"restrict_oom_score_adj"`
+	// SandboxProcess says when an oci handler's pod gets a sandbox
+	// process (the pause container): "auto" (the default) runs none for a
+	// pod that does not share its PID namespace and has no user namespace
+	// of its own (podbayd pins the pod's IPC and UTS namespaces itself and
+	// containers join them by path, as CRI-O's drop_infra_ctr); "always"
+	// runs the pause container for every pod. Decided per pod at
+	// RunPodSandbox: a reload changes new pods only.
+	SandboxProcess string `toml:"sandbox_process"`
 	// PauseImage is the image of every sandbox container. When it is the
 	// default and cannot be pulled, podbayd makes it from PauseBinary.
 	PauseImage string `toml:"pause_image"`
@@ -281,6 +298,7 @@ func Default() *Config {
 		DefaultCgroupParent: "/podbay",
 		MonitorSlice:        "system.slice",
 		RestrictOOMScoreAdj: "auto",
+		SandboxProcess:      SandboxProcessAuto,
 		Conmon:              "conmon",
 		PauseImage:          DefaultPauseImage,
 		DefaultRuntime:      "runc",
@@ -401,6 +419,11 @@ func (c *Config) Validate() error {
 	case "auto", "true", "false":
 	default:
 		errs = append(errs, fmt.Errorf("restrict_oom_score_adj %q: want auto, true or false", c.RestrictOOMScoreAdj))
+	}
+	switch c.SandboxProcess {
+	case SandboxProcessAuto, SandboxProcessAlways:
+	default:
+		errs = append(errs, fmt.Errorf("sandbox_process %q: want %s or %s", c.SandboxProcess, SandboxProcessAuto, SandboxProcessAlways))
 	}
 	if c.SandboxTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("sandbox_timeout must be positive"))

@@ -92,6 +92,7 @@ var liveKeys = map[string]bool{
 	"default_runtime":              true,
 	"pause_image":                  true,
 	"sandbox_timeout":              true,
+	"sandbox_process":              true,
 	"image.registries_conf":        true,
 	"image.registries_conf_dir":    true,
 	"image.signature_policy":       true,

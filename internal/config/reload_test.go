@@ -137,6 +137,7 @@ func TestPlanReload(t *testing.T) {
 	next.State = "/run/other"         // needs a restart
 	next.Listen = "/run/other/x.sock" // needs a restart
 	next.Network.ConfDir = "/etc/podbay/net.d"
+	next.SandboxProcess = SandboxProcessAlways // live: new pods
 	plan, err := PlanReload(running, next)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestPlanReload(t *testing.T) {
 		t.Errorf("restart needed for %q, want listen and state", restart)
 	}
 	c := plan.Config
-	if c.LogLevel != "debug" || c.Network.ConfDir != "/etc/podbay/net.d" {
+	if c.LogLevel != "debug" || c.Network.ConfDir != "/etc/podbay/net.d" || c.SandboxProcess != SandboxProcessAlways {
 		t.Errorf("live keys not taken: %+v", c)
 	}
 	if c.State != "/run/podbay" || c.Listen != "/run/podbay/podbay.sock" {
@@ -163,6 +164,11 @@ func TestPlanReload(t *testing.T) {
 		t.Error("PlanReload changed its arguments")
 	}
 
+	badProcess := running.Clone()
+	badProcess.SandboxProcess = "never"
+	if _, err := PlanReload(running, badProcess); err == nil || !strings.Contains(err.Error(), "sandbox_process") {
+		t.Errorf("invalid sandbox_process planned: %v", err)
+	}
 	bad := running.Clone()
 	bad.LogLevel = "loud"
 	if _, err := PlanReload(running, bad); err == nil || !strings.Contains(err.Error(), "log_level") {

@@ -199,6 +199,8 @@ func TestClassifyMounts(t *testing.T) {
 		"104 22 0:4 net:[4026532001] /run/podbay/pins/podbay-" + orphanCtr + " rw - nsfs nsfs rw",
 		"105 22 0:52 / /var/lib/other/" + orphanCtr + " rw - tmpfs tmpfs rw",
 		"106 22 0:53 / /var/lib/podbay/with\\040space rw - tmpfs tmpfs rw",
+		// A pinned pod's IPC namespace (podns), left by a pod no record owns.
+		"107 22 0:4 ipc:[4026532002] /run/podbay/pinns/" + orphanPod + "/ipc rw - nsfs nsfs rw",
 	}, "\n")
 	s := mountScopeT{
 		dirs:   []string{"/var/lib/podbay", "/run/podbay", "/var/lib/podbay/storage", "/run/podbay/storage"},
@@ -214,9 +216,10 @@ func TestClassifyMounts(t *testing.T) {
 	if len(rootfses) != 2 || rootfses[0].MountPoint != "/var/lib/podbay/storage/overlay/"+id('1')+"/merged" || rootfses[1].MountPoint != "" {
 		t.Errorf("rootfses: %+v", rootfses)
 	}
-	if len(mounts) != 2 ||
+	if len(mounts) != 3 ||
 		mounts[0].Layer != id('2') || mounts[0].ID != "" || mounts[0].FSType != "overlay" ||
-		mounts[1].ID != orphanCtr || mounts[1].FSType != "nsfs" {
+		mounts[1].ID != orphanCtr || mounts[1].FSType != "nsfs" ||
+		mounts[2].ID != orphanPod || mounts[2].FSType != "nsfs" || mounts[2].Point != "/run/podbay/pinns/"+orphanPod+"/ipc" {
 		t.Errorf("mounts: %+v", mounts)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/procfs"
 )
 
@@ -521,7 +522,7 @@ func shimRuncState(rt config.Runtime) string {
 const shimNamespace = "podbay"
 
 // scanDirs lists the per-ID directories and files podbay makes: sandbox
-// and container dirs, the runtimes' state, conmon's exit files and attach
+// and container dirs, pinned pods' namespace dirs, the runtimes' state, conmon's exit files and attach
 // links.
 func scanDirs(cfg *config.Config) []Dir {
 	var out []Dir
@@ -537,6 +538,8 @@ func scanDirs(cfg *config.Config) []Dir {
 	list(filepath.Join(cfg.Root, "sandboxes"), "sandbox dir", true)
 	list(filepath.Join(cfg.Root, "containers"), "container dir", false)
 	list(filepath.Join(cfg.State, "attach"), "conmon attach link", false)
+	// A pinned pod's namespaces; mounted ones are reported as mounts too.
+	list(podns.Root(cfg.State), "pinned pod namespaces dir", false)
 	for _, name := range cfg.RuntimeNames() {
 		rt := cfg.Runtimes[name]
 		if rt.Type == config.TypeVM {

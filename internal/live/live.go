@@ -12,6 +12,7 @@ import (
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/ocifeatures"
+	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 )
@@ -71,14 +72,18 @@ func (l *Config) Runtime(handler string) (runtime.Runtime, error) {
 	return nil, fmt.Errorf("unknown runtime handler %q: %w", handler, errdefs.ErrInvalidArgument)
 }
 
-// SandboxController is the controller of handler's pods, over its
-// runtime.
-func (l *Config) SandboxController(handler string) (podsandbox.Controller, error) {
+// SandboxController is the controller of handler's pods of kind (see
+// podsandbox.KindOf), over its runtime. A pinned sandbox needs no runtime:
+// its controller works for a handler no longer configured too.
+func (l *Config) SandboxController(handler string, kind podsandbox.Kind) (podsandbox.Controller, error) {
+	if kind == podsandbox.KindPinned {
+		return podsandbox.For(kind, nil, podns.Root(l.cfg.State)), nil
+	}
 	rt, err := l.Runtime(handler)
 	if err != nil {
 		return nil, err
 	}
-	return podsandbox.ForHandler(l.cfg.Runtimes[handler].Type, rt), nil
+	return podsandbox.For(kind, rt, ""), nil
 }
 
 // Capabilities are what handler's runtime offers beyond runtime.Runtime;

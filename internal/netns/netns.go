@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/podbay/podbay/internal/procfs"
 )
 
 // Prefix begins the file name of every namespace podbay pins, so that a
@@ -223,4 +225,57 @@ func dialOnThisThread(ctx context.Context, path, address string) (net.Conn, erro
 		return nil, dialErr
 	}
 	return conn, nil
+}
+
+// ReadNetDev reads /proc/net/dev as seen from inside the network namespace
+// at path (loopback left out): the pod's interface counters for a pod with
+// no process to read /proc/<pid>/net/dev of. A locked thread enters the
+// namespace, reads its own /proc/thread-self/net/dev and returns; if it
+// cannot return it stays locked and Go discards it, as in Pin.
+func ReadNetDev(path string) ([]procfs.NetDev, error) {
+	type result struct {
+		devs []procfs.NetDev
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		devs, err := readNetDevOnThisThread(path)
+		ch <- result{devs, err}
+	}()
+	res := <-ch
+	return res.devs, res.err
+}
+
+func readNetDevOnThisThread(path string) ([]procfs.NetDev, error) {
+	target, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open network namespace: %w", err)
+	}
+	defer target.Close()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("open current network namespace: %w", err)
+	}
+	defer orig.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("enter network namespace %s: %w", path, err)
+	}
+	devs, readErr := readThreadNetDev()
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Leave the thread locked: the runtime will terminate it.
+		return nil, fmt.Errorf("return to original network namespace: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return devs, readErr
+}
+
+func readThreadNetDev() ([]procfs.NetDev, error) {
+	f, err := os.Open("/proc/thread-self/net/dev")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return procfs.ParseNetDev(f)
 }

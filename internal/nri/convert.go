@@ -46,6 +46,17 @@ func NewPod(rec sandbox.Record, spec *rspec.Spec, res PodResources) *api.PodSand
 	}
 	if spec != nil && spec.Linux != nil {
 		pod.Linux.Namespaces = api.FromOCILinuxNamespaces(spec.Linux.Namespaces)
+		// A pod without a sandbox process (Pid 0): the namespaces its
+		// spec creates are the ones podbayd pinned.
+		for _, ns := range pod.Linux.Namespaces {
+			switch {
+			case ns.Path != "":
+			case ns.Type == string(rspec.IPCNamespace) && rec.Pins.IPC != "":
+				ns.Path = rec.Pins.IPC
+			case ns.Type == string(rspec.UTSNamespace) && rec.Pins.UTS != "":
+				ns.Path = rec.Pins.UTS
+			}
+		}
 		if spec.Linux.CgroupsPath != "" {
 			pod.Linux.CgroupsPath = spec.Linux.CgroupsPath
 		}

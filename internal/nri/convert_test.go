@@ -64,6 +64,14 @@ func TestNewPod(t *testing.T) {
 	if ns := NewPod(rec, spec, PodResources{}).Linux.Namespaces; len(ns) != 3 || ns[1].Type != "ipc" {
 		t.Errorf("namespaces from the spec = %v", ns)
 	}
+	// A pod without a sandbox process: pid 0, its pinned namespaces.
+	pinned := rec
+	pinned.Pid = 0
+	pinned.Pins = sandbox.Pins{IPC: "/run/podbay/pinns/pod1/ipc", UTS: "/run/podbay/pinns/pod1/uts"}
+	pp := NewPod(pinned, spec, PodResources{})
+	if ns := pp.Linux.Namespaces; pp.Pid != 0 || len(ns) != 3 || ns[1].Path != pinned.Pins.IPC || ns[2].Path != pinned.Pins.UTS {
+		t.Errorf("pinned pod: pid %d, namespaces %v", pp.Pid, ns)
+	}
 }
 
 func TestNewContainer(t *testing.T) {

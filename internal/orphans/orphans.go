@@ -1,8 +1,9 @@
 // Package orphans releases what podbay holds on the host that no sandbox
 // or container record owns: the runtimes' containers (killed and deleted
-// first), network namespaces named podbay-<id>, CNI attachments in
-// podbay's private libcni cache (which hold IPAM reservations and host
-// rules), root filesystems and image volumes in podbay's storage, and
+// first), network namespaces named podbay-<id>, the pinned IPC and UTS
+// namespaces of pods without a sandbox process (<state>/pinns/<id>), CNI
+// attachments in podbay's private libcni cache (which hold IPAM
+// reservations and host rules), root filesystems and image volumes in podbay's storage, and
 // sandbox and container dirs. The daemon runs it once at start-up, when
 // recovery has reconciled every record (internal/server's Recover).
 package orphans
@@ -16,6 +17,7 @@ import (
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/objectid"
+	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -48,9 +50,12 @@ type Host struct {
 	// pinned.
 	Root     string
 	NetNSDir string
-	Network  Network
-	NetNS    NetNS
-	Images   Images
+	// PinRoot holds the pin directories of pods without a sandbox
+	// process (podns.Root).
+	PinRoot string
+	Network Network
+	NetNS   NetNS
+	Images  Images
 	// Runtimes are the usable handlers by name.
 	Runtimes map[string]runtime.Runtime
 }
@@ -68,6 +73,12 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 	namespaces, err := h.NetNS.List(h.NetNSDir)
 	if err != nil {
 		log.G(ctx).Error("list network namespaces", "err", err)
+	}
+	var pinDirs []string
+	if h.PinRoot != "" {
+		if pinDirs, err = podns.List(h.PinRoot); err != nil {
+			log.G(ctx).Error("list pinned pod namespaces", "err", err)
+		}
 	}
 	rootfses, err := h.Images.Rootfses(ctx)
 	if err != nil {
@@ -115,6 +126,17 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 			log.G(ctx).Error("remove orphaned network namespace", "pod", id, "err", err)
 		} else {
 			log.G(ctx).Info("removed orphaned network namespace", "pod", id)
+		}
+	}
+	// A pod's pinned IPC and UTS namespaces hold nothing CNI needs.
+	for _, id := range pinDirs {
+		if ids[id] || !objectid.Is(id) {
+			continue
+		}
+		if err := podns.Remove(podns.Dir(h.PinRoot, id)); err != nil {
+			log.G(ctx).Error("remove orphaned pinned namespaces", "pod", id, "err", err)
+		} else {
+			log.G(ctx).Info("removed orphaned pinned namespaces", "pod", id)
 		}
 	}
 	for _, id := range rootfses {

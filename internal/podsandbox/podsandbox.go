@@ -4,13 +4,14 @@
 // stop, delete, watch, inspect and resize the sandbox, and reads what differs
 // between kinds from the Traits the controller declares.
 //
-// Two kinds are implemented, both over a runtime handler's
-// runtime.Runtime: the pause container (oci handlers: conmon and runc run
-// the pause program in the pinned namespaces) and the shim sandbox (vm
-// handlers: the shim's sandbox task, a VM or gVisor's sandbox). A pod with
-// no sandbox process at all (podbayd pins IPC/UTS/user namespaces itself
-// and containers join them by path) is a third Controller with its own
-// Traits; see docs/design.md ("Sandbox kinds").
+// Three kinds are implemented: the pause container (oci handlers: conmon
+// and runc run the pause program in the pinned namespaces) and the shim
+// sandbox (vm handlers: the shim's sandbox task, a VM or gVisor's
+// sandbox), both over a runtime handler's runtime.Runtime, and the pinned
+// sandbox (oci handlers, a pod that shares no PID namespace and has no
+// user namespace: no process at all; podbayd pins the IPC and UTS
+// namespaces itself, package podns, and containers join them by path).
+// Choose picks a pod's kind; see docs/design.md ("Sandbox kinds").
 package podsandbox
 
 import (
@@ -22,6 +23,7 @@ import (
 
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -88,6 +90,10 @@ type Traits struct {
 	// runtime instance (shims connected to it), so the handler's settings
 	// cannot change while pods use it.
 	BoundToInstance bool
+	// NoProcess: the sandbox is pinned namespaces, not a process: there
+	// is no root filesystem to make, no monitor, no exit to watch, no
+	// pid; containers join the namespaces by path (Namespaces).
+	NoProcess bool
 }
 
 // Monitor names the process that watches this kind's sandbox and
@@ -125,7 +131,47 @@ const (
 	KindPause Kind = "pause"
 	// KindShim is the shim's sandbox task of vm handlers.
 	KindShim Kind = "shim"
+	// KindPinned is an oci handler's pod without a sandbox process: its
+	// namespaces pinned by podbayd.
+	KindPinned Kind = "pinned"
 )
+
+// Needs are what of a pod decides whether it needs a sandbox process.
+type Needs struct {
+	// SharedPID: the pod's containers share a PID namespace (pid: POD),
+	// whose init the pause process is.
+	SharedPID bool
+	// UserNamespace: the pod has a user namespace of its own
+	// (hostUsers: false). It keeps the pause process for now: the
+	// namespace would have to be pinned with its ID mappings, which
+	// unshare from a multi-threaded daemon cannot do (CRI-O forks pinns).
+	UserNamespace bool
+}
+
+// Choose is the kind of sandbox a pod runs on a handler of type
+// handlerType, given sandbox_process (config.SandboxProcessAuto or
+// config.SandboxProcessAlways): a vm handler's shim, else the pause
+// container when configured always or when the pod needs a process, else
+// pinned namespaces.
+func Choose(handlerType, sandboxProcess string, pod Needs) Kind {
+	switch {
+	case handlerType == config.TypeVM:
+		return KindShim
+	case sandboxProcess == config.SandboxProcessAlways, pod.SharedPID, pod.UserNamespace:
+		return KindPause
+	}
+	return KindPinned
+}
+
+// KindOf is the kind a pod's record names (kind), or for a record written
+// before kinds were recorded, the kind its handler runs.
+func KindOf(kind, handlerType string) Kind {
+	switch k := Kind(kind); k {
+	case KindPause, KindShim, KindPinned:
+		return k
+	}
+	return KindFor(handlerType)
+}
 
 // KindFor is the kind of sandbox a runtime handler of type handlerType
 // (config.TypeOCI, config.TypeVM) runs.
@@ -147,22 +193,56 @@ func (k Kind) Traits() Traits {
 			MonitorPerPod:     true,
 			BoundToInstance:   true,
 		}
+	case KindPinned:
+		return Traits{HostKernel: true, NoProcess: true}
 	default:
 		return Traits{HostKernel: true}
 	}
 }
 
-// For is the controller of kind over the handler's runtime rt.
-func For(kind Kind, rt runtime.Runtime) Controller {
-	if kind == KindShim {
+// For is the controller of kind over the handler's runtime rt; a pinned
+// sandbox needs no runtime and keeps its pins under pinRoot.
+func For(kind Kind, rt runtime.Runtime, pinRoot string) Controller {
+	switch kind {
+	case KindShim:
 		return NewShim(rt)
+	case KindPinned:
+		return NewPinned(pinRoot, nil)
 	}
 	return NewPause(rt)
 }
 
-// ForHandler is For(KindFor(handlerType), rt).
+// ForHandler is For(KindFor(handlerType), rt, ""): the process kinds.
 func ForHandler(handlerType string, rt runtime.Runtime) Controller {
-	return For(KindFor(handlerType), rt)
+	return For(KindFor(handlerType), rt, "")
+}
+
+// Namespaces are the paths of a pod's namespaces that its containers join;
+// an empty path is the node's namespace or, with Pid set, the sandbox
+// process's.
+type Namespaces struct {
+	// Net is the pinned netns (the sandbox key); empty with host network.
+	Net string
+	// IPC and UTS are the pinned namespaces of a pinned sandbox.
+	IPC, UTS string
+	// Pid is the sandbox process of a process kind, whose namespaces the
+	// containers join through /proc/<pid>/ns; 0 for a pinned sandbox.
+	Pid int
+}
+
+// PinnedNamespaces are the paths of the pinned IPC and UTS namespaces of
+// pod id under pinRoot, as the pinned controller makes them for a pod with
+// its own IPC namespace (ipc) and network (uts: a pod with host network
+// has the host's UTS namespace).
+func PinnedNamespaces(pinRoot, id string, ipc, uts bool) (ipcPath, utsPath string) {
+	dir := podns.Dir(pinRoot, id)
+	if ipc {
+		ipcPath = podns.Path(dir, podns.IPC)
+	}
+	if uts {
+		utsPath = podns.Path(dir, podns.UTS)
+	}
+	return ipcPath, utsPath
 }
 
 // process is what both implemented kinds share: the sandbox is one

@@ -107,7 +107,7 @@ func TestTraits(t *testing.T) {
 func TestLifecycle(t *testing.T) {
 	for _, kind := range []Kind{KindPause, KindShim} {
 		rt := &fakeRuntime{}
-		ctl := For(kind, rt)
+		ctl := For(kind, rt, "")
 		ctx := context.Background()
 		pid, err := ctl.Create(ctx, runtime.CreateOptions{ID: "p", BundleDir: "/b"})
 		if err != nil || pid != 42 {

@@ -264,8 +264,8 @@ func (c *Collector) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsSt
 		pod = pod.at(st.Timestamp)
 		pod.addCgroup(st, hierarchy)
 	}
-	if rec.NetworkMode == sandbox.ModeCNI && rec.Pid > 0 {
-		if devs, err := procfs.ReadNetDev(rec.Pid); err == nil {
+	if hasOwnNetwork(rec) {
+		if devs, err := podNetDev(rec); err == nil {
 			pod = pod.at(time.Now())
 			pod.addNetwork(devs)
 		} else {

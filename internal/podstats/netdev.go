@@ -5,13 +5,15 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/netns"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/procfs"
+	"github.com/podbay/podbay/internal/sandbox"
 )
 
-// networkUsage reads the pod's interfaces from /proc/<pid>/net/dev, which
-// shows the network namespace of that process.
-func networkUsage(pid int) (*runtimeapi.NetworkUsage, error) {
-	devs, err := procfs.ReadNetDev(pid)
+// networkUsage reads the pod's interfaces (see podNetDev).
+func networkUsage(rec sandbox.Record) (*runtimeapi.NetworkUsage, error) {
+	devs, err := podNetDev(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -31,4 +33,20 @@ func criNetworkUsage(devs []procfs.NetDev, at time.Time) *runtimeapi.NetworkUsag
 		}
 	}
 	return out
+}
+
+// hasOwnNetwork reports whether rec's pod has a network namespace of its
+// own whose counters podNetDev can read.
+func hasOwnNetwork(rec sandbox.Record) bool {
+	return rec.NetworkMode == sandbox.ModeCNI && (rec.Pid > 0 || podsandbox.Kind(rec.Kind) == podsandbox.KindPinned)
+}
+
+// podNetDev reads the interface counters of rec's network namespace: from
+// the sandbox process's /proc/<pid>/net/dev, or for a pod without one
+// (a pinned sandbox) from inside its pinned netns.
+func podNetDev(rec sandbox.Record) ([]procfs.NetDev, error) {
+	if rec.Pid > 0 {
+		return procfs.ReadNetDev(rec.Pid)
+	}
+	return netns.ReadNetDev(rec.NetworkSettings.SandboxKey)
 }

@@ -153,8 +153,8 @@ func (c *Collector) podStatsWith(ctx context.Context, sb *sandbox.Sandbox,
 		addPSI(&total, linux.Cpu, linux.Memory, &linux.Io)
 		linux.Process = &runtimeapi.ProcessUsage{Timestamp: total.Timestamp.UnixNano(), ProcessCount: u64(procs)}
 	}
-	if rec.NetworkMode == sandbox.ModeCNI && rec.Pid > 0 {
-		if n, err := networkUsage(rec.Pid); err == nil {
+	if hasOwnNetwork(rec) {
+		if n, err := networkUsage(rec); err == nil {
 			linux.Network = n
 		}
 	}

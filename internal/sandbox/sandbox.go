@@ -62,6 +62,14 @@ type Namespaces struct {
 	IPC     NamespaceMode `json:"ipc"`
 }
 
+// Pins are the namespaces podbayd pinned for a pod without a sandbox
+// process, besides the netns (NetworkSettings.SandboxKey). An empty path:
+// the node's namespace (host IPC, or the host's UTS with host network).
+type Pins struct {
+	IPC string `json:"ipc,omitempty"`
+	UTS string `json:"uts,omitempty"`
+}
+
 // Record is the persisted state of one sandbox. Its JSON also carries the
 // fields of records written before phases; see MarshalJSON.
 type Record struct {
@@ -85,7 +93,15 @@ type Record struct {
 	Image string `json:"image,omitempty"`
 	// Dir holds the bundle (config.json), resolv.conf, hostname and hosts.
 	Dir string `json:"dir"`
-	// Pid is the sandbox container's init process, 0 until created.
+	// Kind is the kind of sandbox the pod runs (podsandbox.Kind:
+	// "pause", "shim" or "pinned"), chosen at RunPodSandbox; empty in
+	// records written before kinds, whose handler's type tells.
+	Kind string `json:"sandboxKind,omitempty"`
+	// Pins are the paths of a pinned sandbox's namespaces, which its
+	// containers join; empty for the other kinds.
+	Pins Pins `json:"pins,omitzero"`
+	// Pid is the sandbox container's init process, 0 until created; a
+	// pinned sandbox has none.
 	Pid int `json:"pid,omitempty"`
 	// ContainerCreated is set just before the runtime creates the sandbox
 	// container (see BeginContainerCreate), so recovery knows there may be

@@ -40,14 +40,17 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 		return nil, fmt.Errorf("resolve user: %w", err)
 	}
 
+	pns := podNamespaces(sbRec)
 	c := specgen.Container{
 		ID:   rec.ID,
 		Name: rec.MetaName,
 		Sandbox: specgen.SandboxRef{
 			ID: sbRec.ID, Name: sbRec.Metadata.Name, Namespace: sbRec.Metadata.Namespace, UID: sbRec.Metadata.UID,
-			NetNSPath:    sbRec.NetworkSettings.SandboxKey,
+			NetNSPath:    pns.Net,
 			HostNetwork:  sbRec.NetworkMode == sandbox.ModeHost,
-			PID:          sbRec.Pid,
+			PID:          pns.Pid,
+			IPCPath:      pns.IPC,
+			UTSPath:      pns.UTS,
 			CgroupParent: sbRec.CgroupParent,
 			CgroupsPath:  s.cgroupSpecPath(sbRec.CgroupParent, rec.ID),
 			Privileged:   pod.Security.Privileged,

@@ -10,6 +10,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/orphans"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
@@ -178,7 +179,7 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 	if rec.Phase != sandbox.PhaseReady {
 		return
 	}
-	ctl, err := s.sandboxController(rec.RuntimeHandler)
+	ctl, err := s.sandboxController(rec)
 	if err != nil {
 		s.markNotReady(ctx, sb, err.Error())
 		return
@@ -208,8 +209,10 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	if rec.ContainerCreated {
-		ctl, err := s.sandboxController(rec.RuntimeHandler)
+	// A pinned sandbox's pins are removed even before ContainerCreated:
+	// that is idempotent and costs nothing.
+	if rec.ContainerCreated || s.sandboxKind(rec) == podsandbox.KindPinned {
+		ctl, err := s.sandboxController(rec)
 		if err != nil {
 			return err
 		}
@@ -286,6 +289,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 	orphans.Collect(ctx, orphans.Host{
 		Root:     s.cfg.Root,
 		NetNSDir: s.cfg.NetNSDir,
+		PinRoot:  s.pinRoot(),
 		Network:  s.network,
 		NetNS:    s.netns,
 		Images:   s.images,

@@ -10,8 +10,12 @@ import (
 
 // watchExit marks a ready sandbox NOTREADY when its pause process exits, so
 // the kubelet sees a dead pod and recreates it. The pod's teardown ends the
-// watch (sandbox.EndExitWatch) before it deletes the pause container.
+// watch (sandbox.EndExitWatch) before it deletes the pause container. A
+// sandbox without a process has no exit to watch: only Stop ends it.
 func (s *Server) watchExit(sb *sandbox.Sandbox, ctl podsandbox.Controller) {
+	if ctl.Traits().NoProcess {
+		return
+	}
 	ctx := sb.WatchExit(log.With(s.ctx, "pod", sb.ID))
 	s.bg.Add(1)
 	go func() {

@@ -103,7 +103,7 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 
 // deleteSandboxContainer has the runtime delete the pause container.
 func (s *Server) deleteSandboxContainer(ctx context.Context, rec sandbox.Record) error {
-	ctl, err := s.sandboxController(rec.RuntimeHandler)
+	ctl, err := s.sandboxController(rec)
 	if err != nil {
 		return fmt.Errorf("delete sandbox container: %w", err)
 	}

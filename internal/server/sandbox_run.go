@@ -53,7 +53,13 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := s.checkCgroupParent(pod.CgroupParent); err != nil {
 		return nil, err
 	}
-	ctl := podsandbox.ForHandler(lease.Config.Type, rt)
+	// Chosen here, once: a reload of sandbox_process changes new pods
+	// only, and the record keeps the kind for the pod's life.
+	kind := podsandbox.Choose(lease.Config.Type, s.current().Config().SandboxProcess, podsandbox.Needs{
+		SharedPID:     pod.Namespaces.PID == podrequest.NamespacePod,
+		UserNamespace: pod.UserNS != nil,
+	})
+	ctl := podsandbox.For(kind, rt, s.pinRoot())
 	if err := checkNetworkOrder(ctx, handler, lease.Config, pod); err != nil {
 		return nil, err
 	}
@@ -82,7 +88,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	sb, err := detach(s, ctx,
 		func(work context.Context) (*sandbox.Sandbox, error) {
 			defer lease.Release()
-			sb, err := s.runPodSandbox(work, name, rt, ctl, pod, cfg)
+			sb, err := s.runPodSandbox(work, name, rt, kind, ctl, pod, cfg)
 			s.finishSandbox(work, name, mine, sb, err)
 			return sb, err
 		},
@@ -98,7 +104,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // half-succeed); a failure undoes exactly the steps done, in reverse.
 // cfg is the request's config as the kubelet sent it, kept in the record
 // for what shows it; pod is what podbay acts on.
-func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runtime, ctl podsandbox.Controller, pod *podrequest.Pod, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
+func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runtime, kind podsandbox.Kind, ctl podsandbox.Controller, pod *podrequest.Pod, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
 	timer := s.metrics.Start(ctx, "run")
 	rb := undo.Chain{Timeout: cleanupTimeout}
 	id, err := objectid.New()
@@ -107,17 +113,30 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	}
 	ctx = log.With(ctx, "pod", id)
 
-	pause, err := s.pauseImage(ctx)
-	if err != nil {
-		return nil, err
+	// A sandbox without a process runs no image: it has no root
+	// filesystem, no monitor and no runtime state, only its pins.
+	noProcess := ctl.Traits().NoProcess
+	var pause *image.Image
+	if !noProcess {
+		if pause, err = s.pauseImage(ctx); err != nil {
+			return nil, err
+		}
+		timer.Phase("pause_image")
 	}
-	timer.Phase("pause_image")
 
 	rec, err := s.newRecord(id, name, pod, cfg)
 	if err != nil {
 		return nil, err
 	}
-	rec.Image = pause.ID
+	rec.Kind = string(kind)
+	if noProcess {
+		// Known before the pins are made, and persisted with the record,
+		// so that recovery, GC and doctor find them after any crash.
+		rec.Pins.IPC, rec.Pins.UTS = podsandbox.PinnedNamespaces(s.pinRoot(), id,
+			pod.Namespaces.IPC != podrequest.NamespaceNode, rec.NetworkMode != sandbox.ModeHost)
+	} else {
+		rec.Image = pause.ID
+	}
 	sb := sandbox.New(rec)
 
 	// Persisted before the host is touched, so a crash at any later step
@@ -158,6 +177,9 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	ropts := image.RootfsOptions{}
 	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(pod.UserNS)
 	makeRootfs := func(ctx context.Context) (string, error) {
+		if noProcess {
+			return "", nil
+		}
 		rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, ropts)
 		if err != nil {
 			return "", fmt.Errorf("create sandbox root filesystem: %w", err)
@@ -166,9 +188,10 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	}
 	// Where CNI ADD and the runtime's create overlap, the root filesystem
 	// is made beside ADD too, on the create's side.
-	overlap := overlapNetworkAndCreate(rec, ctl.Traits(), pod)
+	// Pinning takes a millisecond or two: nothing to overlap with ADD.
+	overlap := !noProcess && overlapNetworkAndCreate(rec, ctl.Traits(), pod)
 	var rootfs string
-	if !overlap {
+	if !overlap && !noProcess {
 		if rootfs, err = makeRootfs(ctx); err != nil {
 			return nil, err
 		}
@@ -213,10 +236,18 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 			return nil, err
 		}
 	} else {
-		if err := s.createSandboxContainer(ctx, sb, rt, ctl, pod, files, rootfs, pauseArgs(pause)); err != nil {
+		var args []string
+		if pause != nil {
+			args = pauseArgs(pause)
+		}
+		if err := s.createSandboxContainer(ctx, sb, rt, ctl, pod, files, rootfs, args); err != nil {
 			return nil, err
 		}
-		timer.Phase("runtime_create")
+		if noProcess {
+			timer.Phase("pins") // the spec written, the namespaces pinned
+		} else {
+			timer.Phase("runtime_create")
+		}
 		if err := s.hit(ctx, "run.create"); err != nil {
 			return nil, err
 		}
@@ -225,7 +256,9 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	if err := ctl.Start(ctx, id); err != nil {
 		return nil, fmt.Errorf("start sandbox container: %w", err)
 	}
-	timer.Phase("runtime_start")
+	if !noProcess {
+		timer.Phase("runtime_start")
+	}
 	if err := s.hit(ctx, "run.start"); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, pod *podrequest.Pod, files sand
 	desc.ID = rec.ID
 	desc.RootfsPath = rootfs
 	desc.Args = args
+	desc.NoProcess = s.sandboxKind(rec).Traits().NoProcess
 	desc.Hostname = files.HostnameValue
 	desc.NetNSPath = rec.NetworkSettings.SandboxKey
 	desc.HostNetwork = rec.NetworkMode == sandbox.ModeHost

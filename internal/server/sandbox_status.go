@@ -15,9 +15,13 @@ import (
 // `crictl inspectp` and `podbay inspect` print. Its networkSettings carry the
 // fixed schema of docs/design.md ("Network settings"), SandboxKey included.
 type sandboxInfo struct {
-	ID              string          `json:"id"`
-	Name            string          `json:"name"`
-	Pid             int             `json:"pid"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Pid  int    `json:"pid"`
+	// SandboxKind is pause, shim or pinned (no sandbox process: Pid is
+	// 0 and Pins name its namespaces).
+	SandboxKind     string          `json:"sandboxKind"`
+	Pins            sandbox.Pins    `json:"pins,omitzero"`
 	State           sandbox.State   `json:"state"`
 	Phase           sandbox.Phase   `json:"phase"`
 	RuntimeHandler  string          `json:"runtimeHandler"`
@@ -42,6 +46,7 @@ func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 	if req.GetVerbose() {
 		info := sandboxInfo{
 			ID: rec.ID, Name: rec.Name, Pid: rec.Pid, State: rec.Phase.State(), Phase: rec.Phase,
+			SandboxKind: string(s.sandboxKind(rec)), Pins: rec.Pins,
 			RuntimeHandler: rec.RuntimeHandler, NetworkMode: rec.NetworkMode,
 			NetworkOrder: rec.NetworkOrder, NetworkStopped: rec.Network == sandbox.NetworkReleased,
 			NetworkSettings: rec.NetworkSettings, Bundle: filepath.Join(rec.Dir, "bundle"),

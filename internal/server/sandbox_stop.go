@@ -56,7 +56,7 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 		return nil
 	}
 	timer := s.metrics.Start(ctx, "stop")
-	ctl, ctlErr := s.sandboxController(rec.RuntimeHandler)
+	ctl, ctlErr := s.sandboxController(rec)
 
 	// Persisted before anything is torn down: the pod is going away, and a
 	// crash from here on leaves a record that recovery finishes stopping
@@ -139,10 +139,15 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 // stops, and its shim unmounts under the bundle on delete, so it keeps the
 // order, and its pause container is deleted by Remove. The pod's sandbox
 // controller declares which (podsandbox.Traits.TeardownInOrder); a handler
-// no longer configured keeps the order.
+// no longer configured keeps the order, except for a pinned sandbox, which
+// needs no handler.
 func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
-	rtCfg, ok := s.current().Config().Runtimes[rec.RuntimeHandler]
-	return ok && !podsandbox.KindFor(rtCfg.Type).Traits().TeardownInOrder
+	kind := s.sandboxKind(rec)
+	if kind == podsandbox.KindPinned {
+		return true
+	}
+	_, ok := s.current().Config().Runtimes[rec.RuntimeHandler]
+	return ok && !kind.Traits().TeardownInOrder
 }
 
 // stopPodContainers stops the pod's containers, in parallel, with no grace
@@ -204,7 +209,11 @@ func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, ctl podsandb
 		if err := ctl.Stop(ctx, rec.ID); err != nil {
 			return fmt.Errorf("stop sandbox container: %w", err)
 		}
-		phase("runtime_stop")
+		if ctl.Traits().NoProcess {
+			phase("unmount_pins")
+		} else {
+			phase("runtime_stop")
+		}
 	}
 	return nil
 }
@@ -234,14 +243,20 @@ func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sand
 		if rtDelErr = ctl.Delete(ctx, rec.ID); rtDelErr != nil {
 			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
 		}
-		phase("runtime_delete")
+		if ctl.Traits().NoProcess {
+			phase("remove_pins")
+		} else {
+			phase("runtime_delete")
+		}
 	}()
-	phase := s.phaseClock("stop", nil)
-	rootfsErr := s.images.RemoveRootfs(ctx, rec.ID)
-	if rootfsErr != nil {
-		rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
+	var rootfsErr error
+	if !ctl.Traits().NoProcess { // a pinned sandbox has no root filesystem
+		phase := s.phaseClock("stop", nil)
+		if rootfsErr = s.images.RemoveRootfs(ctx, rec.ID); rootfsErr != nil {
+			rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
+		}
+		phase("rootfs")
 	}
-	phase("rootfs")
 	wg.Wait()
 	if err := errors.Join(rtDelErr, rootfsErr); err != nil {
 		return err

@@ -67,7 +67,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 	if rec.Phase != sandbox.PhaseReady {
 		return nil, fmt.Errorf("pod %s is %s, not ready: %w", sb.ID, rec.Phase, errdefs.ErrFailedPrecondition)
 	}
-	ctl, err := s.sandboxController(rec.RuntimeHandler)
+	ctl, err := s.sandboxController(rec)
 	if err != nil {
 		return nil, err
 	}

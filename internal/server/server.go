@@ -31,6 +31,7 @@ import (
 	"github.com/podbay/podbay/internal/netns"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/nri"
+	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/podstats"
 	"github.com/podbay/podbay/internal/runtime"
@@ -420,16 +421,32 @@ func (s *Server) runtimeFor(handler string) (runtime.Runtime, error) {
 	return s.current().Runtime(handler)
 }
 
-// sandboxController is the controller of handler's pods (see
+// sandboxKind is the kind of sandbox rec's pod runs: the one its record
+// names, else (a record from before kinds) its handler's.
+func (s *Server) sandboxKind(rec sandbox.Record) podsandbox.Kind {
+	return podsandbox.KindOf(rec.Kind, s.current().Config().Runtimes[rec.RuntimeHandler].Type)
+}
+
+// sandboxController is the controller of rec's pod (see
 // internal/podsandbox).
-func (s *Server) sandboxController(handler string) (podsandbox.Controller, error) {
-	return s.current().SandboxController(handler)
+func (s *Server) sandboxController(rec sandbox.Record) (podsandbox.Controller, error) {
+	return s.current().SandboxController(rec.RuntimeHandler, s.sandboxKind(rec))
 }
 
 // sandboxTraits are what the kind of sandbox handler runs declares; an
 // unknown handler's are the pause container's.
 func (s *Server) sandboxTraits(handler string) podsandbox.Traits {
 	return podsandbox.KindFor(s.current().Config().Runtimes[handler].Type).Traits()
+}
+
+// pinRoot is where pinned sandboxes' namespaces are pinned (podns.Root).
+func (s *Server) pinRoot() string { return podns.Root(s.cfg.State) }
+
+// podNamespaces are the paths of the namespaces rec's containers join:
+// its netns, and its pinned IPC and UTS namespaces or its sandbox
+// process.
+func podNamespaces(rec sandbox.Record) podsandbox.Namespaces {
+	return podsandbox.Namespaces{Net: rec.NetworkSettings.SandboxKey, IPC: rec.Pins.IPC, UTS: rec.Pins.UTS, Pid: rec.Pid}
 }
 
 // statsSources are what the statistics are read from: the server's

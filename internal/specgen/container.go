@@ -50,8 +50,14 @@ type SandboxRef struct {
 	NetNSPath   string
 	HostNetwork bool
 	// PID is the pause process, whose IPC, UTS and (for NamespacePod) PID
-	// namespaces the container joins through /proc/<pid>/ns/*.
+	// namespaces the container joins through /proc/<pid>/ns/*; 0 for a
+	// sandbox without a process, whose pinned IPCPath and UTSPath it
+	// joins instead.
 	PID int
+	// IPCPath and UTSPath are the pinned namespaces of a sandbox without
+	// a process; empty: the node's (host IPC; the host's UTS with host
+	// network).
+	IPCPath, UTSPath string
 	// CgroupParent is the pod's cgroup; the container's is
 	// <CgroupParent>/podbay-<container ID> (cgroupfs driver).
 	CgroupParent string

@@ -19,12 +19,27 @@ func nsPath(pid int, kind string) string {
 
 // containerNamespaces lists the namespaces a container joins or creates:
 // the network one is the sandbox key (a VM runtime finds the pod's
-// interfaces there), IPC and UTS are the pause process's, PID depends on
-// the mode, mount is always new, and cgroup is new on cgroup v2.
+// interfaces there), IPC and UTS are the sandbox's (its pinned namespaces
+// when it has no process, else the pause process's), PID depends on the
+// mode, mount is always new, and cgroup is new on cgroup v2.
 func containerNamespaces(sb SandboxRef, opts NamespaceOptions, cgroupV2 bool) ([]specs.LinuxNamespace, error) {
-	needPause := !sb.HostNetwork || opts.Ipc != NamespaceNode || opts.Pid == NamespacePod || sb.UserNS != nil
-	if needPause && sb.PID <= 0 {
-		return nil, fmt.Errorf("sandbox %s has no pause process to join: %w", sb.ID, errdefs.ErrFailedPrecondition)
+	ipcPath, utsPath := sb.IPCPath, sb.UTSPath
+	if sb.PID > 0 {
+		ipcPath, utsPath = nsPath(sb.PID, "ipc"), nsPath(sb.PID, "uts")
+	}
+	var missing string
+	switch {
+	case opts.Pid == NamespacePod && sb.PID <= 0:
+		missing = "a PID namespace (pid: POD)"
+	case sb.UserNS != nil && sb.PID <= 0:
+		missing = "a user namespace"
+	case opts.Ipc == NamespacePod && ipcPath == "":
+		missing = "an IPC namespace"
+	case !sb.HostNetwork && utsPath == "":
+		missing = "a UTS namespace"
+	}
+	if missing != "" {
+		return nil, fmt.Errorf("sandbox %s has %s to join neither pinned nor in a sandbox process: %w", sb.ID, missing, errdefs.ErrFailedPrecondition)
 	}
 	var ns []specs.LinuxNamespace
 	switch opts.Pid {
@@ -49,14 +64,14 @@ func containerNamespaces(sb SandboxRef, opts NamespaceOptions, cgroupV2 bool) ([
 	}
 	switch opts.Ipc {
 	case NamespacePod:
-		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: nsPath(sb.PID, "ipc")})
+		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: ipcPath})
 	case NamespaceNode:
 	default:
 		// CRI defines only POD and NODE for IPC.
 		return nil, fmt.Errorf("ipc namespace mode %v: %w", opts.Ipc, errdefs.ErrInvalidArgument)
 	}
 	if !sb.HostNetwork {
-		ns = append(ns, specs.LinuxNamespace{Type: specs.UTSNamespace, Path: nsPath(sb.PID, "uts")})
+		ns = append(ns, specs.LinuxNamespace{Type: specs.UTSNamespace, Path: utsPath})
 	}
 	ns = append(ns, specs.LinuxNamespace{Type: specs.MountNamespace})
 	if cgroupV2 {

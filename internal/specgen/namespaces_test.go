@@ -54,6 +54,26 @@ func TestContainerNamespaces(t *testing.T) {
 		{"cgroup v2 adds a cgroup namespace", func(*Container) {}, Host{CgroupV2: true}, with(nsMap{"cgroup": ""}), nil},
 		{"no pause process", func(c *Container) { c.Sandbox.PID = 0 }, Host{}, nil, errdefs.ErrFailedPrecondition},
 		{"no network namespace path", func(c *Container) { c.Sandbox.NetNSPath = "" }, Host{}, nil, errdefs.ErrInvalidArgument},
+		// A sandbox without a process: its pinned IPC and UTS namespaces.
+		{"pinned, pid container", func(c *Container) {
+			c.Sandbox.PID, c.Sandbox.IPCPath, c.Sandbox.UTSPath = 0, "/run/podbay/pinns/sb1/ipc", "/run/podbay/pinns/sb1/uts"
+			c.Security.Namespaces.Pid = NamespaceContainer
+		}, Host{}, nsMap{"pid": "", "network": netns, "ipc": "/run/podbay/pinns/sb1/ipc", "uts": "/run/podbay/pinns/sb1/uts", "mount": ""}, nil},
+		{"pinned, host ipc", func(c *Container) {
+			c.Sandbox.PID, c.Sandbox.UTSPath = 0, "/run/podbay/pinns/sb1/uts"
+			c.Security.Namespaces = NamespaceOptions{Pid: NamespaceContainer, Ipc: NamespaceNode}
+		}, Host{}, nsMap{"pid": "", "network": netns, "uts": "/run/podbay/pinns/sb1/uts", "mount": ""}, nil},
+		{"pinned, host network", func(c *Container) {
+			c.Sandbox.PID, c.Sandbox.IPCPath, c.Sandbox.HostNetwork, c.Sandbox.NetNSPath = 0, "/run/podbay/pinns/sb1/ipc", true, ""
+			c.Security.Namespaces.Pid = NamespaceContainer
+		}, Host{}, nsMap{"pid": "", "ipc": "/run/podbay/pinns/sb1/ipc", "mount": ""}, nil},
+		{"pinned, pid pod has no process to join", func(c *Container) {
+			c.Sandbox.PID, c.Sandbox.IPCPath, c.Sandbox.UTSPath = 0, "/p/ipc", "/p/uts"
+		}, Host{}, nil, errdefs.ErrFailedPrecondition},
+		{"pinned without an ipc pin", func(c *Container) {
+			c.Sandbox.PID, c.Sandbox.UTSPath = 0, "/p/uts"
+			c.Security.Namespaces.Pid = NamespaceContainer
+		}, Host{}, nil, errdefs.ErrFailedPrecondition},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testContainer()

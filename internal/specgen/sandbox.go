@@ -75,11 +75,15 @@ type Sandbox struct {
 	Annotations map[string]string
 	// UserNS, when set, is the pod's own user namespace; nil: the host's.
 	UserNS *UserNamespace
+	// NoProcess: the spec only describes the pod's namespaces, hostname
+	// and sysctls for a sandbox without a process (podsandbox's pinned
+	// kind), which runs nothing: it has no root and no args.
+	NoProcess bool
 }
 
 // SandboxSpec builds the OCI spec of a sandbox container.
 func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
-	if sb.ID == "" || sb.RootfsPath == "" || len(sb.Args) == 0 {
+	if sb.ID == "" || (!sb.NoProcess && (sb.RootfsPath == "" || len(sb.Args) == 0)) {
 		return nil, fmt.Errorf("sandbox spec needs an id, a rootfs and args")
 	}
 	if !sb.HostNetwork && sb.NetNSPath == "" {
@@ -89,8 +93,10 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 		return nil, err
 	}
 	s := baseSpec()
-	s.Root = &specs.Root{Path: sb.RootfsPath, Readonly: true}
-	s.Process.Args = append([]string(nil), sb.Args...)
+	if !sb.NoProcess {
+		s.Root = &specs.Root{Path: sb.RootfsPath, Readonly: true}
+		s.Process.Args = append([]string(nil), sb.Args...)
+	}
 	s.Process.NoNewPrivileges = true
 	s.Hostname = sb.Hostname
 	// Checked as a container's: a negative id would wrap to 4294967295,

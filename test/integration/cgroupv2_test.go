@@ -342,7 +342,7 @@ func TestCgroupV2OOM(t *testing.T) {
 func TestCgroupV2PodResize(t *testing.T) {
 	requireCgroupV2(t)
 	e, images := newContainerEnv(t, "busybox")
-	pod := e.runTestPod(t, "v2resize", withCgroupParent(e.cgroupChild("v2resize")), func(c *runtimeapi.PodSandboxConfig) {
+	pod := e.runTestPod(t, "v2resize", withCgroupParent(e.cgroupChild("v2resize")), withPause(), func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 128 << 20}
 	})
 	app, _ := e.runContainer(t, pod, containerConfig("app", images.ref("busybox"), ctrCommand("sleep", "1000")))

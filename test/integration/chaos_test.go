@@ -220,6 +220,12 @@ func (ch *chaos) lifecycle(client, n int, rng *rand.Rand) {
 	case 2:
 		mods = append(mods, withHostNetwork())
 	}
+	// Half the pods share a PID namespace and keep a pause process (oci
+	// handlers), which the kills may hit; the others have their
+	// namespaces pinned and no sandbox process to kill.
+	if rng.IntN(2) == 0 {
+		mods = append(mods, withPause())
+	}
 	cfg := ch.e.podConfig(name, mods...)
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		ch.fail("lifecycle %s: %v", name, err)
@@ -475,7 +481,8 @@ func (ch *chaos) restart(t *testing.T) {
 }
 
 // killMonitorOrPause SIGKILLs one conmon, shim or pause process of the
-// env's pods, chosen at random.
+// env's pods, chosen at random; a pod without a sandbox process (pinned
+// namespaces) offers only its containers' conmons.
 func (ch *chaos) killMonitorOrPause(rng *rand.Rand) bool {
 	var victims []int
 	// With nothing kept, every process of the env's is a leak.

@@ -65,14 +65,14 @@ func TestContainerLifecycle(t *testing.T) {
 		t.Errorf("runtime spec args %q", spec.Process.Args)
 	}
 	// The container joins the pod's network namespace (the sandbox key)
-	// and the pause process's IPC and UTS namespaces.
+	// and its IPC and UTS namespaces (pinned, or the pause process's).
 	_, podInfo := e.status(t, pod.id)
 	if got, want := nsInode(t, fmt.Sprintf("/proc/%d/ns/net", info.Pid)), nsInode(t, e.netnsPath(pod.id)); got != want {
 		t.Errorf("container network namespace %d, sandbox key %d", got, want)
 	}
 	for _, ns := range []string{"ipc", "uts"} {
-		if got, want := nsInode(t, fmt.Sprintf("/proc/%d/ns/%s", info.Pid, ns)), nsInode(t, fmt.Sprintf("/proc/%d/ns/%s", podInfo.Pid, ns)); got != want {
-			t.Errorf("container %s namespace %d, the pause process's %d", ns, got, want)
+		if got, want := nsInode(t, fmt.Sprintf("/proc/%d/ns/%s", info.Pid, ns)), nsInode(t, podNSPath(podInfo, ns)); got != want {
+			t.Errorf("container %s namespace %d, the pod's %d", ns, got, want)
 		}
 	}
 	if len(e.monitorsOf(id)) != 1 {

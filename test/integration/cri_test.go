@@ -100,6 +100,34 @@ func withNamespaces(pid, ipc runtimeapi.NamespaceMode) podMod {
 	}
 }
 
+// withPause makes the pod share one PID namespace (pid: POD), so that it
+// keeps its pause process (with the default sandbox_process = "auto", a
+// pod with pid: CONTAINER has none): for tests whose subject is that
+// process.
+func withPause() podMod {
+	return func(c *runtimeapi.PodSandboxConfig) {
+		c.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_POD
+	}
+}
+
+// podNSPath is the path of the pod's namespace of kind (net, ipc, uts)
+// that its containers join: its pause process's, or for a pod without one
+// its pinned namespace.
+func podNSPath(info sandboxInfo, kind string) string {
+	if info.Pid > 0 {
+		return fmt.Sprintf("/proc/%d/ns/%s", info.Pid, kind)
+	}
+	switch kind {
+	case "net":
+		return info.NetworkSettings.SandboxKey
+	case "ipc":
+		return info.Pins.IPC
+	case "uts":
+		return info.Pins.UTS
+	}
+	return ""
+}
+
 func withCgroupParent(p string) podMod {
 	return func(c *runtimeapi.PodSandboxConfig) { c.Linux.CgroupParent = p }
 }
@@ -156,18 +184,20 @@ func (e *env) stopAndRemove(t *testing.T, ids ...string) {
 
 // sandboxInfo is the JSON in verbose PodSandboxStatus Info["info"].
 type sandboxInfo struct {
-	ID              string          `json:"id"`
-	Name            string          `json:"name"`
-	Pid             int             `json:"pid"`
-	State           string          `json:"state"`
-	RuntimeHandler  string          `json:"runtimeHandler"`
-	NetworkMode     string          `json:"networkMode"`
-	NetworkOrder    string          `json:"networkOrder"`
-	NetworkStopped  bool            `json:"networkStopped"`
-	NetworkSettings networkSettings `json:"networkSettings"`
-	Bundle          string          `json:"bundle"`
-	Config          json.RawMessage `json:"config"`
-	RuntimeSpec     json.RawMessage `json:"runtimeSpec"`
+	ID              string                    `json:"id"`
+	Name            string                    `json:"name"`
+	Pid             int                       `json:"pid"`
+	SandboxKind     string                    `json:"sandboxKind"`
+	Pins            struct{ IPC, UTS string } `json:"pins"`
+	State           string                    `json:"state"`
+	RuntimeHandler  string                    `json:"runtimeHandler"`
+	NetworkMode     string                    `json:"networkMode"`
+	NetworkOrder    string                    `json:"networkOrder"`
+	NetworkStopped  bool                      `json:"networkStopped"`
+	NetworkSettings networkSettings           `json:"networkSettings"`
+	Bundle          string                    `json:"bundle"`
+	Config          json.RawMessage           `json:"config"`
+	RuntimeSpec     json.RawMessage           `json:"runtimeSpec"`
 }
 
 type networkSettings struct {

@@ -20,6 +20,9 @@ type failureCase struct {
 	// cniAddFailed: the failure was a CNI ADD that failed half way, so a
 	// DEL must have been issued for that container.
 	cniAddFailed bool
+	// pause: the failure is in the runtime, which only a pod with a pause
+	// process calls (a pod without one has its namespaces pinned).
+	pause bool
 }
 
 func runFailureCases() []failureCase {
@@ -29,8 +32,8 @@ func runFailureCases() []failureCase {
 	}
 	return append(cases,
 		failureCase{name: "cni-add", inject: func(e *env) { e.failCNI("ADD") }, cniAddFailed: true},
-		failureCase{name: "runtime-create", inject: func(e *env) { e.failRuntime("create") }},
-		failureCase{name: "runtime-start", inject: func(e *env) { e.failRuntime("start") }},
+		failureCase{name: "runtime-create", inject: func(e *env) { e.failRuntime("create") }, pause: true},
+		failureCase{name: "runtime-start", inject: func(e *env) { e.failRuntime("start") }, pause: true},
 	)
 }
 
@@ -48,6 +51,9 @@ func TestRunPodSandboxRollback(t *testing.T) {
 					tc.inject(e)
 				}
 				cfg := e.podConfig("rollback")
+				if tc.pause {
+					cfg = e.podConfig("rollback", withPause())
+				}
 
 				_, err := e.tryRunPod(rpcCtx(t), cfg, "")
 				if err == nil {

@@ -92,7 +92,7 @@ func TestFaultRuntimeHangs(t *testing.T) {
 	e, images := newContainerEnvWith(t, envOptions{runtimeTimeout: faultRuntimeTimeout.String()}, "busybox")
 	for _, verb := range []string{"create", "start"} {
 		t.Run("sandbox-"+verb, func(t *testing.T) {
-			cfg := e.podConfig("rt-hang-" + verb)
+			cfg := e.podConfig("rt-hang-"+verb, withPause()) // the sandbox container's runtime hangs
 			if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 				t.Fatal(err)
 			}

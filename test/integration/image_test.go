@@ -484,8 +484,10 @@ func TestPauseImageBuiltIn(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
 
-	a := e.runPod(t, e.podConfig("first"), "")
-	b := e.runPod(t, e.podConfig("second"), "")
+	// Pods with a pause process, whose root filesystems are made from
+	// the pause image.
+	a := e.runPod(t, e.podConfig("first", withPause()), "")
+	b := e.runPod(t, e.podConfig("second", withPause()), "")
 	pause := withTag(e.listImages(t, ""), defaultPauseImage)
 	if len(pause) != 1 {
 		t.Fatalf("ListImages: %d images tagged %s, want 1", len(pause), defaultPauseImage)
@@ -813,7 +815,7 @@ func TestPullImageFaults(t *testing.T) {
 func TestImageInUse(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
-	id := e.runPod(t, e.podConfig("user"), "")
+	id := e.runPod(t, e.podConfig("user", withPause()), "")
 	pause := e.waitPauseImage(t)
 
 	// Control for the leak checker: the live pod's root filesystem is seen
@@ -843,7 +845,7 @@ func TestImageInUse(t *testing.T) {
 	e.removeImage(t, defaultPauseImage)
 	e.requireNoImage(t, pause.Id)
 
-	again := e.runPod(t, e.podConfig("after"), "")
+	again := e.runPod(t, e.podConfig("after", withPause()), "")
 	e.requireImage(t, defaultPauseImage, pause.Id)
 	e.stopAndRemove(t, again)
 	e.assertNoLeaks(t)
@@ -923,7 +925,8 @@ func mountPointOf(t *testing.T, path string) string {
 func TestImageRestart(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
-	id := e.runPod(t, e.podConfig("survivor"), "")
+	// A pod with a pause process: a pinned one has no root filesystem.
+	id := e.runPod(t, e.podConfig("survivor", withPause()), "")
 	_, merged := e.rootfsOf(t, id)
 	_, info := e.status(t, id)
 
@@ -945,7 +948,7 @@ func TestImageRestart(t *testing.T) {
 	// Killed after the sandbox container was created: its root filesystem
 	// exists, mounted, when the daemon dies.
 	e.restart("run.create=kill")
-	if _, err := e.tryRunPod(rpcCtx(t), e.podConfig("half-made"), ""); code(err) != codes.Unavailable {
+	if _, err := e.tryRunPod(rpcCtx(t), e.podConfig("half-made", withPause()), ""); code(err) != codes.Unavailable {
 		t.Errorf("RunPodSandbox with run.create=kill: %v, want Unavailable (daemon gone)", err)
 	}
 	e.waitExit(10 * time.Second)

@@ -16,7 +16,9 @@ func TestHostNetworkPod(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
 
-	id := e.runPod(t, e.podConfig("hostnet", withHostNetwork()), "")
+	// With its pause process, to see that it runs in the host's network
+	// (TestPodWithoutPauseHostNetwork covers a host-network pod without).
+	id := e.runPod(t, e.podConfig("hostnet", withHostNetwork(), withPause()), "")
 	st, info := e.status(t, id)
 	if st.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		t.Fatalf("state %v, want READY", st.State)
@@ -38,6 +40,9 @@ func TestHostNetworkPod(t *testing.T) {
 	}
 	if ports := bridgePorts(e.bridge); len(ports) != 0 {
 		t.Errorf("bridge ports for a host-network pod: %v", ports)
+	}
+	if info.Pid <= 0 {
+		t.Fatalf("pause pid %d", info.Pid)
 	}
 	if got, want := nsInode(t, fmt.Sprintf("/proc/%d/ns/net", info.Pid)), nsInode(t, "/proc/self/ns/net"); got != want {
 		t.Errorf("pause process is not in the host network namespace")

@@ -47,7 +47,9 @@ func TestNetworkOrder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			id := e.runPod(t, e.podConfig("order-"+tc.name, tc.mods...), tc.handler)
+			// With a pause process: the order is that of CNI ADD and the
+			// sandbox container's create and start.
+			id := e.runPod(t, e.podConfig("order-"+tc.name, append(tc.mods, withPause())...), tc.handler)
 			key := e.netnsPath(id)
 			st, info := e.status(t, id)
 			if st.State != runtimeapi.PodSandboxState_SANDBOX_READY {

@@ -30,7 +30,9 @@ func TestUpdatePodSandboxResources(t *testing.T) {
 	}
 	e, images := newContainerEnv(t, "busybox")
 	parent := e.cgroupChild("podresize")
-	pod := e.runTestPod(t, "resize", withCgroupParent(parent), func(c *runtimeapi.PodSandboxConfig) {
+	// With a pause container, whose cgroup the resize sets too
+	// (TestPodWithoutPauseResize: a pod without one).
+	pod := e.runTestPod(t, "resize", withCgroupParent(parent), withPause(), func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 128 << 20}
 	})
 	app, _ := e.runContainer(t, pod, containerConfig("app", images.ref("busybox"), ctrCommand("sleep", "1000")))

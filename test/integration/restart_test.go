@@ -24,9 +24,11 @@ func TestRestartRecovery(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
 
+	// The survivors have no pause process (pinned namespaces); the victim
+	// keeps one, to die while the daemon is down.
 	cniPod := e.runPod(t, e.podConfig("survivor"), "")
 	hostPod := e.runPod(t, e.podConfig("survivor-host", withHostNetwork()), "")
-	victim := e.runPod(t, e.podConfig("victim"), "")
+	victim := e.runPod(t, e.podConfig("victim", withPause()), "")
 	before := map[string]*runtimeapi.PodSandboxStatus{}
 	pids := map[string]int{}
 	for _, id := range []string{cniPod, hostPod, victim} {
@@ -34,6 +36,9 @@ func TestRestartRecovery(t *testing.T) {
 		before[id], pids[id] = st, info.Pid
 	}
 
+	if pids[victim] <= 0 {
+		t.Fatalf("victim's pause pid %d", pids[victim])
+	}
 	e.kill9()
 
 	// While the daemon is down: the victim's pause process dies, and
@@ -61,8 +66,11 @@ func TestRestartRecovery(t *testing.T) {
 		if podIP(st) != podIP(before[id]) {
 			t.Errorf("%s: IP %q after restart, was %q", st.GetMetadata().GetName(), podIP(st), podIP(before[id]))
 		}
-		if info.Pid != pids[id] || !pidAlive(info.Pid) {
+		if info.Pid != pids[id] || (pids[id] > 0 && !pidAlive(info.Pid)) {
 			t.Errorf("%s: pause pid %d after restart (alive %v), was %d", st.GetMetadata().GetName(), info.Pid, pidAlive(info.Pid), pids[id])
+		}
+		if info.Pid == 0 && (info.SandboxKind != "pinned" || (info.Pins.IPC != "" && !isPinned(info.Pins.IPC))) {
+			t.Errorf("%s: kind %q, pins %+v after restart", st.GetMetadata().GetName(), info.SandboxKind, info.Pins)
 		}
 	}
 	requirePing(t, podIP(before[cniPod]))
@@ -121,7 +129,7 @@ func (e *env) orphanCNIAttachment(t *testing.T) string {
 func TestSIGTERMLeavesPodsRunning(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.start("")
-	id := e.runPod(t, e.podConfig("lasting"), "")
+	id := e.runPod(t, e.podConfig("lasting", withPause()), "")
 	st, info := e.status(t, id)
 	ip := podIP(st)
 

@@ -79,7 +79,8 @@ func TestSecurityAnnotations(t *testing.T) {
 		{"vm-opt-in", true, true},
 	} {
 		t.Run(tc.handler, func(t *testing.T) {
-			cfg := e.podConfig("smuggle-"+tc.handler, withAnnotation(own, "a"),
+			// With a pause process: the sandbox's spec goes to the runtime.
+			cfg := e.podConfig("smuggle-"+tc.handler, withPause(), withAnnotation(own, "a"),
 				withAnnotation("io.kubernetes.cri.container-type", "container"))
 			for k, v := range smuggled {
 				cfg.Annotations[k] = v

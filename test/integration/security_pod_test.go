@@ -97,7 +97,7 @@ func TestSecuritySysctlInjection(t *testing.T) {
 		id := e.runPod(t, cfg, handler)
 		if handler == "" {
 			_, info := e.status(t, id)
-			out, err := runCmd("nsenter", "--target", fmt.Sprint(info.Pid), "--uts", "cat", "/proc/sys/kernel/domainname")
+			out, err := runCmd("nsenter", "--uts="+podNSPath(info, "uts"), "cat", "/proc/sys/kernel/domainname")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +151,8 @@ func TestSecurityPodFileInjection(t *testing.T) {
 		{"option with a newline", withDNS([]string{"10.0.0.10"}, nil, []string{"ndots:5\nnameserver " + evil})},
 		{"empty option", withDNS([]string{"10.0.0.10"}, nil, []string{""})},
 	} {
-		id, err := e.tryRunPod(rpcCtx(t), e.podConfig("files-"+randString(4), tc.mod), "")
+		// With a pause process, whose view of the files is read.
+		id, err := e.tryRunPod(rpcCtx(t), e.podConfig("files-"+randString(4), tc.mod, withPause()), "")
 		if err == nil {
 			e.noteIDs(id)
 			_, info := e.status(t, id)
@@ -173,7 +174,7 @@ func TestSecurityPodFileInjection(t *testing.T) {
 	}
 
 	// The control: exactly the lines asked for.
-	id := e.runPod(t, e.podConfig("files-ok", withHostname("files-ok"),
+	id := e.runPod(t, e.podConfig("files-ok", withHostname("files-ok"), withPause(),
 		withDNS([]string{"10.0.0.10", "10.0.0.11"}, []string{"a.example", "b.example"}, []string{"ndots:5", "timeout:2"})), "")
 	_, info := e.status(t, id)
 	want := map[string]string{

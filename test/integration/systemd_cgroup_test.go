@@ -84,7 +84,7 @@ func TestSystemdCgroupDriver(t *testing.T) {
 
 	parent := e.cgroupChild("burstable-pod1")
 	parentDir := e.parentDir(parent)
-	pod := e.runTestPod(t, "sd", withCgroupParent(parent))
+	pod := e.runTestPod(t, "sd", withCgroupParent(parent), withPause())
 	_, info := e.status(t, pod.id)
 	sbScope := systemd.ScopeName(pod.id)
 	// crun runs the container's processes, and sets its limits, in a

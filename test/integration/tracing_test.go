@@ -150,11 +150,14 @@ func TestTracingExportsRPCSpans(t *testing.T) {
 	// with its kill and delete of the pause container (Stop), each pair
 	// one phase, so that its Remove deletes no container; a vm handler
 	// keeps them apart and deletes the pause container in Remove.
-	runNet := []string{"sandbox.run.rootfs", "sandbox.run.cni", "sandbox.run.runtime_create"}
+	// An oci handler's pod with pid: CONTAINER has no pause container:
+	// Run pins its namespaces after CNI (pins), with no image, root
+	// filesystem or runtime.
+	runNet := []string{"sandbox.run.pause_image", "sandbox.run.rootfs", "sandbox.run.cni", "sandbox.run.runtime_create", "sandbox.run.runtime_start"}
 	stopNet := []string{"sandbox.stop.cni", "sandbox.stop.netns", "sandbox.stop.runtime_stop"}
 	remove := []string{"sandbox.remove.runtime_delete", "sandbox.remove.rootfs", "sandbox.remove.netns"}
 	if suiteRuntimeType != "vm" {
-		runNet = []string{"sandbox.run.cni_and_create"}
+		runNet = []string{"sandbox.run.cni", "sandbox.run.pins"}
 		stopNet = []string{"sandbox.stop.network_and_kill"}
 		remove = []string{"sandbox.remove.netns"}
 	}
@@ -166,7 +169,7 @@ func TestTracingExportsRPCSpans(t *testing.T) {
 	}{
 		{"ImageService/PullImage", ti.ref("busybox"), "cri.image", nil},
 		{"RuntimeService/RunPodSandbox", podID, "cri.pod_sandbox_id", append([]string{
-			"sandbox.run.pause_image", "sandbox.run.netns", "sandbox.run.runtime_start", "sandbox.run.persist"}, runNet...)},
+			"sandbox.run.netns", "sandbox.run.persist"}, runNet...)},
 		{"RuntimeService/CreateContainer", ctrID, "cri.container_id", []string{
 			"container.create.rootfs", "container.create.spec", "container.create.runtime_create", "container.create.persist"}},
 		{"RuntimeService/StartContainer", ctrID, "cri.container_id", []string{"container.start.runtime_start"}},

@@ -47,7 +47,7 @@ func TestVMRuntimeSpec(t *testing.T) {
 		{"oci-default", false},
 	} {
 		t.Run(tc.handler, func(t *testing.T) {
-			cfg := e.podConfig("spec-"+tc.handler, withAnnotation(kataPod, "/tmp/evil"), withAnnotation(own, "a"),
+			cfg := e.podConfig("spec-"+tc.handler, withAnnotation(kataPod, "/tmp/evil"), withAnnotation(own, "a"), withPause(),
 				func(c *runtimeapi.PodSandboxConfig) {
 					c.Linux.Resources = &runtimeapi.LinuxContainerResources{
 						CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, MemoryLimitInBytes: 256 << 20,
