@@ -431,8 +431,8 @@ func TestPullThroughMirror(t *testing.T) {
 	push(t, r, e2e)
 	e.start("")
 
-	// The first pod runs from the mirror's pause image.
-	id := e.runPod(t, e.podConfig("mirrored"), "")
+	// The first pod (with a pause process) runs from the mirror's pause image.
+	id := e.runPod(t, e.podConfig("mirrored", withPause()), "")
 	pause := e.imageStatus(t, defaultPauseImage)
 	if pause == nil {
 		t.Fatalf("no %s after the first pod ran", defaultPauseImage)
