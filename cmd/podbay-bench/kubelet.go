@@ -64,7 +64,7 @@ func runtimeDefault() *runtimeapi.SecurityProfile {
 func (b *bench) kubeletPod(cfg *runtimeapi.PodSandboxConfig) {
 	md := cfg.GetMetadata()
 	cfg.Labels = map[string]string{
-		labelRun:                     b.runID,
+		labelRun:                      b.runID,
 		"io.kubernetes.pod.name":      md.GetName(),
 		"io.kubernetes.pod.namespace": md.GetNamespace(),
 		"io.kubernetes.pod.uid":       md.GetUid(),
@@ -99,9 +99,9 @@ func (b *bench) kubeletContainer(c *runtimeapi.ContainerConfig, pod *runtimeapi.
 	c.Labels = map[string]string{
 		labelRun:                       b.runID,
 		"io.kubernetes.container.name": c.GetMetadata().GetName(),
-		"io.kubernetes.pod.name":        md.GetName(),
-		"io.kubernetes.pod.namespace":   md.GetNamespace(),
-		"io.kubernetes.pod.uid":         md.GetUid(),
+		"io.kubernetes.pod.name":       md.GetName(),
+		"io.kubernetes.pod.namespace":  md.GetNamespace(),
+		"io.kubernetes.pod.uid":        md.GetUid(),
 	}
 	c.Annotations = map[string]string{
 		"io.kubernetes.container.hash":                     "1b3d5f7a",
