@@ -296,7 +296,8 @@ func (t *target) containerBlock(ctx context.Context, k int) error {
 }
 
 // imageBlock times k first pulls of image (removed before each, untimed)
-// as row, and ImageStatus of the pulled image.
+// as row, and ImageStatus of the pulled image (recorded for the rpcPull
+// row's).
 func (t *target) imageBlock(ctx context.Context, k int, image, row string) error {
 	spec := &runtimeapi.ImageSpec{Image: image}
 	for range k {
@@ -321,7 +322,10 @@ func (t *target) imageBlock(ctx context.Context, k int, image, row string) error
 		if err != nil {
 			return err
 		}
-		t.record(rpcImageStatus, d)
+		if row == rpcPull {
+			// The ImageStatus row is of the small image only.
+			t.record(rpcImageStatus, d)
+		}
 	}
 	return nil
 }
