@@ -89,12 +89,11 @@ func (t table) verdict(r tableRow) string {
 		if math.IsNaN(pb) || math.IsNaN(r.floor) {
 			return "-"
 		}
-		met = pb <= r.floor+r.goal.limit
-		v := fmt.Sprintf("(%.1f ≤ %.1f + %g?)", pb, r.floor, r.goal.limit)
-		if met {
-			return "met " + v
+		limit := r.floor + r.goal.limit
+		if pb <= limit {
+			return fmt.Sprintf("met (%.1f ≤ %.1f)", pb, limit)
 		}
-		return "NOT MET " + v
+		return fmt.Sprintf("NOT MET (%.1f > %.1f)", pb, limit)
 	}
 	ratio := t.ratio(r)
 	if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
