@@ -560,8 +560,8 @@ for s in "${sides[@]}"; do
 	containerd16) versions+=("containerd $(containerd --version | awk '{print $3}') (Debian)") ;;
 	esac
 done
-handler_note="handler oci (runc, conmon per container)"
-[ "$HANDLER_TYPE" = oci ] || handler_note="handler vm (containerd-shim-runc-v2 driving runc)"
+handler_note="handler oci: runc, conmon per container"
+[ "$HANDLER_TYPE" = oci ] || handler_note="handler vm: containerd-shim-runc-v2 driving runc"
 anchors_note=$(printf '%s, ' "${versions[@]}")
 title="podbay $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?') ($handler_note) vs ${anchors_note%, }; $(nproc) CPUs, Linux $(uname -r), $(runc --version | head -n1); N=$N per RPC (IMAGE_N=$IMAGE_N for the realistic image) in $ROUNDS rotating rounds, PODS_SCALE=$PODS_SCALE"
 echo "$title"
