@@ -124,10 +124,13 @@ bench: deps
 	./hack/bench.sh
 	$(MAKE) bench-images
 
-# The same workload against Debian's containerd (CRI plugin, runc) and
-# podbayd, alternating, and the table podbay/containerd against issue 12's
-# targets (hack/bench-compare.sh; knobs N, ROUNDS, PODS_SCALE, SMALL=1,
-# HANDLER_TYPE=vm). Not part of make test.
+# The same workload against podbayd and the anchors (containerd 2.4 from
+# tools/containerd and CRI-O from tools/crio, built into _output/ by the
+# script; Debian's containerd 1.6 with ANCHORS), every daemon on the same
+# conflist, alternating, and the tables podbay / the faster anchor against
+# issue 26's targets (hack/bench-compare.sh; knobs ANCHORS, NETWORK=same|
+# own|both, N, IMAGE_N, ROUNDS, PODS_SCALE, SMALL=1, HANDLER_TYPE=vm). Not
+# part of make test.
 bench-compare: deps-test
 	./hack/bench-compare.sh
 

@@ -220,30 +220,9 @@ build_busybox() {
 	log "busybox built in $((SECONDS - start)) s"
 }
 
-# build_containerd builds containerd and containerd-shim-runc-v2 (the
-# version tools/containerd pins, 2.4.x) into $ctr_out unless they are newer
-# than that module's go.mod and go.sum; without the graph drivers whose C
-# libraries the host lacks, as containerd's own static builds.
+# build_containerd (lib.sh) builds containerd and containerd-shim-runc-v2
+# (the version tools/containerd pins, 2.4.x) into $ctr_out.
 ctr_out=$repo/_output/containerd
-build_containerd() {
-	local mod=$repo/tools/containerd f stale=0 start
-	for f in containerd containerd-shim-runc-v2; do
-		if [ ! -x "$ctr_out/$f" ] || [ "$mod/go.mod" -nt "$ctr_out/$f" ] || [ "$mod/go.sum" -nt "$ctr_out/$f" ]; then
-			stale=1
-		fi
-	done
-	[ "$stale" -eq 1 ] || return 0
-	start=$SECONDS
-	log "building containerd $(cd "$mod" && GOFLAGS='' go list -m -f '{{.Version}}' github.com/containerd/containerd/v2) into $ctr_out"
-	mkdir -p "$ctr_out"
-	(
-		cd "$mod"
-		export GOFLAGS=
-		nice -n 19 go build -trimpath -tags no_btrfs,no_devmapper,no_zfs,no_aufs -o "$ctr_out/" \
-			github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
-	)
-	log "containerd built in $((SECONDS - start)) s"
-}
 
 if [ "$build_only" -eq 1 ]; then
 	build_k8s
@@ -603,65 +582,11 @@ EOF
 # CAP_SYS_RESOURCE; podbayd clamps too), NRI off (no socket under
 # /var/run/nri).
 start_containerd() {
-	local r loc rt handlers=
 	# registries.conf maps each registry to a path of the local registry
 	# (registry.k8s.io -> 127.0.0.1:PORT/k8s); hosts.toml says the same.
-	awk '/^prefix = / {gsub(/"/, "", $3); p = $3} /^location = / && p != "" {gsub(/"/, "", $3); print p, $3; p = ""}' "$registries_conf" |
-		while read -r r loc; do
-			mkdir -p "$ctr_hosts/$r"
-			printf 'server = "https://%s"\n\n[host."http://%s/v2/%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n' \
-				"$r" "${loc%%/*}" "${loc#*/}" >"$ctr_hosts/$r/hosts.toml"
-		done
-	[ -f "$ctr_hosts/registry.k8s.io/hosts.toml" ] || die "no registry.k8s.io mirror in $registries_conf"
-	mkdir -p "$ctr_root" "$ctr_state" "$ctr_runc_root" "$tmp/ctr-opt"
-	for rt in runc test-handler; do
-		handlers+="
-[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'$rt']
-  runtime_type = 'io.containerd.runc.v2'
-  runtime_path = '$ctr_out/containerd-shim-runc-v2'
-[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'$rt'.options]
-  BinaryName = '$(command -v runc)'
-  Root = '$ctr_runc_root'
-  SystemdCgroup = false
-"
-	done
-	cat >"$tmp/containerd.toml" <<EOF
-version = 3
-root = '$ctr_root'
-state = '$ctr_state'
-disabled_plugins = ['io.containerd.snapshotter.v1.aufs', 'io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.devmapper', 'io.containerd.nri.v1.nri']
-
-[grpc]
-  address = '$sock'
-
-[ttrpc]
-  address = '$sock.ttrpc'
-
-[plugins.'io.containerd.internal.v1.opt']
-  path = '$tmp/ctr-opt'
-
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = 'overlayfs'
-[plugins.'io.containerd.cri.v1.images'.pinned_images]
-  sandbox = 'registry.k8s.io/pause:3.10.2'
-[plugins.'io.containerd.cri.v1.images'.registry]
-  config_path = '$ctr_hosts'
-
-[plugins.'io.containerd.cri.v1.runtime']
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-[plugins.'io.containerd.cri.v1.runtime'.containerd]
-  default_runtime_name = 'runc'
-$handlers
-[plugins.'io.containerd.cri.v1.runtime'.cni]
-  bin_dirs = ['/usr/lib/cni']
-  conf_dir = '$conf_dir'
-  max_conf_num = 1
-
-[plugins.'io.containerd.grpc.v1.cri']
-  stream_server_address = '127.0.0.1'
-  stream_server_port = '0'
-EOF
+	write_containerd_hosts "$registries_conf" "$ctr_hosts"
+	ctr_opt=$tmp/ctr-opt ctr_handlers="runc test-handler" ctr_pause_image=registry.k8s.io/pause:3.10.2 \
+		write_containerd_config "$tmp/containerd.toml"
 	setsid "$ctr_out/containerd" --config "$tmp/containerd.toml" >"$daemon_log" 2>&1 &
 	daemon_pid=$!
 }

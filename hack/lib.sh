@@ -492,3 +492,286 @@ fetch_debian_busybox() {
 	rm -rf "$dir"
 	mv "$dir.new" "$dir"
 }
+
+# build_containerd builds containerd and containerd-shim-runc-v2 (the
+# version tools/containerd pins, 2.4.x) into $ctr_out (default
+# $repo/_output/containerd) unless they are newer than that module's go.mod
+# and go.sum; without the graph drivers whose C libraries the host lacks, as
+# containerd's own static builds. hack/e2e-node.sh and
+# hack/bench-compare.sh run it.
+build_containerd() {
+	: "${ctr_out:=$repo/_output/containerd}"
+	local mod=$repo/tools/containerd f stale=0 start
+	for f in containerd containerd-shim-runc-v2; do
+		if [ ! -x "$ctr_out/$f" ] || [ "$mod/go.mod" -nt "$ctr_out/$f" ] || [ "$mod/go.sum" -nt "$ctr_out/$f" ]; then
+			stale=1
+		fi
+	done
+	[ "$stale" -eq 1 ] || return 0
+	start=$SECONDS
+	log "building containerd $(cd "$mod" && GOFLAGS='' go list -m -f '{{.Version}}' github.com/containerd/containerd/v2) into $ctr_out"
+	mkdir -p "$ctr_out"
+	(
+		cd "$mod"
+		export GOFLAGS=
+		nice -n 19 go build -trimpath -tags no_btrfs,no_devmapper,no_zfs,no_aufs -o "$ctr_out/" \
+			github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+	)
+	log "containerd built in $((SECONDS - start)) s"
+}
+
+# write_containerd_hosts REGISTRIES_CONF HOSTS_DIR writes a hosts.toml per
+# registry that REGISTRIES_CONF mirrors ("prefix" then "location" of each
+# [[registry]]) into HOSTS_DIR/<registry>/: the mirror at the location's
+# host, plain HTTP, its path (override_path; the location may have none,
+# when the mirror serves at its root).
+write_containerd_hosts() {
+	local conf=$1 dir=$2 r loc path
+	awk '/^prefix = / {gsub(/"/, "", $3); p = $3} /^location = / && p != "" {gsub(/"/, "", $3); print p, $3; p = ""}' "$conf" |
+		while read -r r loc; do
+			path=
+			[[ $loc != */* ]] || path=/${loc#*/}
+			mkdir -p "$dir/$r"
+			printf 'server = "https://%s"\n\n[host."http://%s/v2%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n' \
+				"$r" "${loc%%/*}" "$path" >"$dir/$r/hosts.toml"
+		done
+	[ -f "$dir/registry.k8s.io/hosts.toml" ] || die "no registry.k8s.io mirror in $conf"
+}
+
+# write_containerd_config FILE writes the version-3 configuration of a
+# containerd 2.x (tools/containerd) as containerd's node e2e job configures
+# it, on a run's paths: its CRI plugin with io.containerd.runc.v2 and the
+# host's runc for each handler of $ctr_handlers (default runc), cgroupfs,
+# overlayfs, the sandbox image $ctr_pause_image, the registry mirrors of
+# $ctr_hosts (write_containerd_hosts), restrict_oom_score_adj (this host
+# lacks CAP_SYS_RESOURCE; podbayd clamps too), NRI off (no socket under
+# /var/run/nri), the CNI conflist of $conf_dir. Paths: $ctr_root,
+# $ctr_state, $ctr_runc_root, $ctr_opt, $sock.
+write_containerd_config() {
+	local rt handlers=
+	mkdir -p "$ctr_root" "$ctr_state" "$ctr_runc_root" "$ctr_opt"
+	for rt in ${ctr_handlers:-runc}; do
+		handlers+="
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'$rt']
+  runtime_type = 'io.containerd.runc.v2'
+  runtime_path = '$ctr_out/containerd-shim-runc-v2'
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'$rt'.options]
+  BinaryName = '$(command -v runc)'
+  Root = '$ctr_runc_root'
+  SystemdCgroup = false
+"
+	done
+	cat >"$1" <<EOC
+version = 3
+root = '$ctr_root'
+state = '$ctr_state'
+disabled_plugins = ['io.containerd.snapshotter.v1.aufs', 'io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.devmapper', 'io.containerd.nri.v1.nri']
+
+[grpc]
+  address = '$sock'
+
+[ttrpc]
+  address = '$sock.ttrpc'
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = '$ctr_opt'
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = '$ctr_pause_image'
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = '$ctr_hosts'
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+  default_runtime_name = 'runc'
+$handlers
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ['/usr/lib/cni']
+  conf_dir = '$conf_dir'
+  max_conf_num = 1
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+EOC
+}
+
+# build_crio builds CRI-O's crio (the version tools/crio pins) and its
+# pinns (C, in the same module, with its Makefile: static, so gcc and the
+# static libc of libc6-dev) into $crio_out (default $repo/_output/crio)
+# unless they are newer than that module's go.mod and go.sum. Tags: no
+# btrfs, devicemapper or ostree, OpenPGP in Go (no libgpgme), seccomp
+# (libseccomp-dev: CRI-O then applies RuntimeDefault as the others do).
+build_crio() {
+	: "${crio_out:=$repo/_output/crio}"
+	local mod=$repo/tools/crio f stale=0 start version src work
+	for f in crio pinns; do
+		if [ ! -x "$crio_out/$f" ] || [ "$mod/go.mod" -nt "$crio_out/$f" ] || [ "$mod/go.sum" -nt "$crio_out/$f" ]; then
+			stale=1
+		fi
+	done
+	[ "$stale" -eq 1 ] || return 0
+	for f in gcc make; do
+		command -v "$f" >/dev/null || die "$f not found: CRI-O's pinns is C (apt-get install gcc make)"
+	done
+	[ -f /usr/include/seccomp.h ] || die "CRI-O builds with seccomp: apt-get install libseccomp-dev"
+	start=$SECONDS
+	version=$(cd "$mod" && GOFLAGS='' go list -m -f '{{.Version}}' github.com/cri-o/cri-o)
+	log "building CRI-O $version into $crio_out"
+	mkdir -p "$crio_out"
+	(
+		cd "$mod"
+		export GOFLAGS=
+		nice -n 19 go build -trimpath \
+			-tags 'containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_btrfs exclude_graphdriver_devicemapper seccomp' \
+			-o "$crio_out/" github.com/cri-o/cri-o/cmd/crio
+	)
+	src=$(cd "$mod" && GOFLAGS='' go list -m -f '{{.Dir}}' github.com/cri-o/cri-o)
+	# The module cache is read-only: pinns is built in a copy.
+	work=$(mktemp -d /tmp/pbcrio-pinns.XXXXXX)
+	cp -r "$src/pinns" "$work/"
+	chmod -R u+w "$work"
+	if ! nice -n 19 make -s -C "$work/pinns" >"$work/make.log" 2>&1; then
+		cat "$work/make.log" >&2
+		rm -rf "$work"
+		die "building CRI-O's pinns failed"
+	fi
+	cp "$work/bin/pinns" "$crio_out/pinns.new"
+	mv "$crio_out/pinns.new" "$crio_out/pinns"
+	rm -rf "$work"
+	log "CRI-O built in $((SECONDS - start)) s"
+}
+
+# write_crio_config FILE writes a crio.conf that keeps CRI-O in a run's temp
+# dir: root and runroot ($crio_root, $crio_state; overlay), its socket
+# $sock, runc through conmon with cgroupfs (conmon in the pod's cgroup),
+# pinns and exits/attach/namespace dirs under its state, the pause image
+# $crio_pause_image, drop_infra_ctr (its default: pods whose PID namespace
+# is per container get no pause container), the CNI conflist of $conf_dir,
+# the registries.conf $registries_conf (mirrors) and signature policy
+# $policy, no NRI, metrics, hooks or irqbalance.
+write_crio_config() {
+	mkdir -p "$crio_root" "$crio_state" "$crio_log_dir"
+	cat >"$1" <<EOC
+[crio]
+root = "$crio_root"
+runroot = "$crio_state/storage"
+storage_driver = "overlay"
+log_dir = "$crio_log_dir"
+version_file = "$crio_state/version"
+version_file_persist = "$crio_root/version"
+clean_shutdown_file = "$crio_root/clean.shutdown"
+
+[crio.api]
+listen = "$sock"
+stream_address = "127.0.0.1"
+stream_port = "0"
+
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+drop_infra_ctr = true
+pinns_path = "$crio_out/pinns"
+namespaces_dir = "$crio_state/ns"
+container_exits_dir = "$crio_state/exits"
+container_attach_socket_dir = "$crio_state/attach"
+hooks_dir = []
+log_to_journald = false
+irqbalance_config_file = ""
+irqbalance_config_restore_file = "disable"
+
+[crio.runtime.runtimes.runc]
+runtime_path = "$(command -v runc)"
+runtime_type = "oci"
+runtime_root = "$crio_state/runc"
+monitor_path = "$(command -v conmon)"
+monitor_cgroup = "pod"
+
+[crio.image]
+pause_image = "$crio_pause_image"
+signature_policy = "$policy"
+
+[crio.network]
+network_dir = "$conf_dir"
+plugin_dirs = ["/usr/lib/cni"]
+
+[crio.metrics]
+enable_metrics = false
+
+[crio.nri]
+enable_nri = false
+EOC
+}
+
+# The layers of the realistic bench image (bench-compare.sh): a Python 3.11
+# runtime from Debian's packages on top of the busybox layer the registry
+# adds, about 100 MB unpacked, in four layers as a Dockerfile's RUN steps
+# make them.
+bench_image_layers=(
+	"libc6 libgcc-s1 libstdc++6 libssl3 zlib1g libffi8 libexpat1 libbz2-1.0 liblzma5 libzstd1 libsqlite3-0 libncursesw6 libtinfo6 libreadline8 libuuid1 libcrypt1 libdb5.3 libgdbm6 libnsl2 libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2 perl-base tzdata media-types"
+	"python3.11-minimal libpython3.11-minimal"
+	"libpython3.11-stdlib libpython3.11 python3.11"
+	"libpython3.11-dev"
+)
+
+# build_bench_image DIR writes the realistic image's layers as
+# DIR/layer-N.tar.gz (gzip -n, files owned by root, fixed mtimes) unless DIR
+# holds them for the same package lists: the packages from apt
+# (apt-get download, dpkg-deb -x), or, offline, the files the host's
+# installed packages list (dpkg -L).
+build_bench_image() {
+	local dir=$1 work i pkg want f
+	want=$(printf '%s\n' "${bench_image_layers[@]}")
+	if [ -f "$dir/packages" ] && [ "$(cat "$dir/packages")" = "$want" ]; then
+		return 0
+	fi
+	log "building the realistic bench image's layers into $dir"
+	work=$(mktemp -d /tmp/pbbenchimg.XXXXXX)
+	mkdir -p "$work/debs"
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	for i in "${!bench_image_layers[@]}"; do
+		mkdir -p "$work/layer-$i"
+		for pkg in ${bench_image_layers[$i]}; do
+			if (cd "$work/debs" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null 2>&1) ||
+				(apt-get update -qq >/dev/null 2>&1 && cd "$work/debs" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >/dev/null 2>&1); then
+				dpkg-deb -x "$work/debs/${pkg}"_*.deb "$work/layer-$i"
+			elif dpkg -s "$pkg" >/dev/null 2>&1; then
+				log "apt-get download $pkg failed; taking the host's installed files"
+				dpkg -L "$pkg" | while read -r f; do
+					[ -f "$f" ] || [ -L "$f" ] || continue
+					mkdir -p "$work/layer-$i$(dirname "$f")"
+					cp -a "$f" "$work/layer-$i$f"
+				done
+			else
+				rm -rf "$work"
+				die "cannot download $pkg and it is not installed"
+			fi
+		done
+		# usrmerge, as in Debian 12's images: the packages' /bin, /sbin,
+		# /lib and /lib64 files go to /usr, and the first layer has /lib and
+		# /lib64 as links into it (the busybox layer's /bin stays a
+		# directory).
+		for f in bin sbin lib lib64; do
+			if [ -d "$work/layer-$i/$f" ] && [ ! -L "$work/layer-$i/$f" ]; then
+				mkdir -p "$work/layer-$i/usr/$f"
+				cp -a "$work/layer-$i/$f/." "$work/layer-$i/usr/$f/"
+				rm -rf "${work:?}/layer-$i/$f"
+			fi
+		done
+		if [ "$i" -eq 0 ]; then
+			ln -s usr/lib "$work/layer-0/lib"
+			ln -s usr/lib64 "$work/layer-0/lib64"
+		fi
+		tar -C "$work/layer-$i" --sort=name --mtime=@1704067200 --owner=0 --group=0 --numeric-owner -cf - . |
+			gzip -n >"$dir/layer-$((i + 1)).tar.gz"
+	done
+	du -sb "$work"/layer-* | awk '{s += $1} END {printf "%.1f MB unpacked\n", s / 1e6}' >"$dir/size"
+	rm -rf "$work"
+	echo "$want" >"$dir/packages"
+	log "realistic bench image: $(cat "$dir/size") in ${#bench_image_layers[@]} layers over busybox"
+}

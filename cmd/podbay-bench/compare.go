@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,56 +17,70 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// podbay-bench compare runs one workload against two CRI runtimes on the
-// same host, alternating between them so that the machine's noise hits
-// both alike, and prints per operation the p50/p95 of each and the ratio
-// podbay / containerd against issue 12's targets. hack/bench-compare.sh
-// sets up both daemons (make bench-compare).
+// podbay-bench compare runs one workload against podbayd and the CRI
+// runtimes users pick today (the anchors) on the same host, alternating
+// between them so that the machine's noise hits all alike, and prints per
+// operation the p50/p95 of each and the ratio podbay / the best anchor
+// against issue 26's targets. hack/bench-compare.sh sets up the daemons
+// (make bench-compare).
 
 const compareUsage = `usage: podbay-bench compare [flags]
 
-Runs the same CRI workload against containerd and podbayd, alternating
-block by block for -rounds rounds (each block -n/-rounds samples of one
-kind, containerd first in even rounds, podbay first in odd ones): every
-pod, container and image RPC one by one, pod + container from scratch,
-throughput at -concurrency; then, one daemon at a time, -scale pods each
-running a container and the latency of the List/Status RPCs with them, and
-the memory of each daemon and its per-pod processes. Prints a table of
-p50/p95 per operation for both, the ratio podbay/containerd and whether
-issue 12's target is met; -markdown writes the same table as Markdown.
+Runs the same CRI workload against podbayd and one or more anchors
+(containerd 2, CRI-O, containerd 1.6), each side given by its -NAME-socket,
+alternating block by block for -rounds rounds (each block -n/-rounds
+samples of one kind, the sides in an order that rotates each round): every
+pod, container and image RPC one by one, pulls of -image and of the
+realistic -big-image, pod + container from scratch with each, throughput
+at -concurrency; then, one daemon at a time, -scale pods each running a
+container and the latency of the List/Status RPCs with them, and the
+memory of each daemon and its per-pod processes. Every request is shaped
+as the kubelet's (kubelet.go). Prints a table per podbay side (podbay;
+podbay-own, podbay on its own default network) of p50/p95 per operation
+for every side, the ratio podbay / the best anchor and whether issue 26's
+target is met; -markdown writes the same tables as Markdown.
 
 flags:
 `
 
-// The two sides, in the order of every array indexed by side.
-const (
-	sideContainerd = iota
-	sidePodbay
-	sides
-)
+// sideNames are the sides the flags know, in the order of the table's
+// columns: the anchors, then podbay's.
+var sideNames = []string{"containerd2", "crio", "containerd16", "podbay", "podbay-own"}
 
-var sideNames = [sides]string{"containerd", "podbay"}
+// headlineAnchors are the anchors issue 26's ratios are against: the
+// faster of them per row. Without either, the others are.
+var headlineAnchors = map[string]bool{"containerd2": true, "crio": true}
+
+func isPodbay(name string) bool { return strings.HasPrefix(name, "podbay") }
+
+// sideOptions are one daemon's flags.
+type sideOptions struct {
+	name         string
+	socket       string
+	pid          int
+	procs        string // cmdline substring of the side's per-pod processes
+	logDir       string
+	cgroupParent string
+	handler      string
+}
 
 type compareOptions struct {
-	sockets       [sides]string
-	pids          [sides]int
-	procs         [sides]string // cmdline substring of the side's per-pod processes
-	logDirs       [sides]string
-	cgroupParents [sides]string
-	handler       [sides]string
-	metricsURL    string // podbay's
-	image         string
-	n             int // samples per RPC, over all rounds
-	rounds        int
-	throughputN   int // lifecycles per round and side
-	concurrency   int
-	scalePods     int
-	scaleSamples  int
-	timeout       time.Duration
-	stopTimeout   time.Duration
-	markdown      string
-	title         string
-	notes         []string
+	sides        []sideOptions // those given a socket, in sideNames' order
+	metricsURL   string        // podbay's
+	image        string
+	bigImage     string // the realistic image; "" for none
+	n            int    // samples per RPC, over all rounds
+	bigN         int    // samples of the realistic image's pull and scratch rows
+	rounds       int
+	throughputN  int // lifecycles per round and side
+	concurrency  int
+	scalePods    int
+	scaleSamples int
+	timeout      time.Duration
+	stopTimeout  time.Duration
+	markdown     string
+	title        string
+	notes        []string
 	// The runtime alone (compare_floor.go); no floor without floorRuntime.
 	floorRuntime, floorRootfs, floorDir, floorCgroupParent string
 }
@@ -82,27 +97,32 @@ func parseCompareFlags(args []string) (compareOptions, error) {
 		fs.PrintDefaults()
 	}
 	var o compareOptions
-	for s, name := range sideNames {
-		fs.StringVar(&o.sockets[s], name+"-socket", "", name+"'s CRI socket")
-		fs.IntVar(&o.pids[s], name+"-pid", 0, name+"'s daemon PID, for its memory")
-		fs.StringVar(&o.procs[s], name+"-procs", "", "a string in the command line of every per-pod process of "+name+" (conmon, containerd-shim-*), such as its state dir")
-		fs.StringVar(&o.logDirs[s], name+"-log-dir", "", "parent `dir` of "+name+"'s pod log directories")
-		fs.StringVar(&o.cgroupParents[s], name+"-cgroup-parent", "", "cgroup parent of "+name+"'s pods")
-		fs.StringVar(&o.handler[s], name+"-handler", "", "runtime handler of "+name+"'s pods (default: the daemon's)")
+	all := make([]sideOptions, len(sideNames))
+	for i, name := range sideNames {
+		s := &all[i]
+		s.name = name
+		fs.StringVar(&s.socket, name+"-socket", "", name+"'s CRI socket (the side runs when given)")
+		fs.IntVar(&s.pid, name+"-pid", 0, name+"'s daemon PID, for its memory")
+		fs.StringVar(&s.procs, name+"-procs", "", "a string in the command line of every per-pod process of "+name+" (conmon, containerd-shim-*), such as its state dir")
+		fs.StringVar(&s.logDir, name+"-log-dir", "", "parent `dir` of "+name+"'s pod log directories")
+		fs.StringVar(&s.cgroupParent, name+"-cgroup-parent", "", "cgroup parent of "+name+"'s pods")
+		fs.StringVar(&s.handler, name+"-handler", "", "runtime handler of "+name+"'s pods (default: the daemon's)")
 	}
-	fs.StringVar(&o.metricsURL, "podbay-metrics", "", "podbayd's Prometheus endpoint, for its per-phase latencies")
-	fs.StringVar(&o.image, "image", "", "image both daemons pull, with a busybox sh and sleep")
+	fs.StringVar(&o.metricsURL, "podbay-metrics", "", "podbayd's Prometheus endpoint (the podbay side's), for its per-phase latencies")
+	fs.StringVar(&o.image, "image", "", "image every daemon pulls, with a busybox sh and sleep")
+	fs.StringVar(&o.bigImage, "big-image", "", "a realistic image (several layers, ~100 MB), with a sh and sleep, for the realistic pull and from-scratch rows")
 	fs.IntVar(&o.n, "n", 50, "samples per RPC and side, spread over the rounds")
+	fs.IntVar(&o.bigN, "big-n", 0, "samples of the realistic image's pull and from-scratch rows per side (default -n)")
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds of alternating blocks")
 	fs.IntVar(&o.throughputN, "throughput-n", 20, "pod+container lifecycles per round and side in the throughput block")
 	fs.IntVar(&o.concurrency, "concurrency", 10, "concurrency of the throughput block and of the scale phase's setup and teardown")
-	fs.IntVar(&o.scalePods, "scale", 1000, "pods (each running a container) in the scale phase; 0 skips it")
+	fs.IntVar(&o.scalePods, "scale", 300, "pods (each running a container) in the scale phase; 0 skips it")
 	fs.IntVar(&o.scaleSamples, "scale-samples", 200, "samples per RPC in the scale phase")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "deadline of each RPC")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "StopContainer's timeout (whole seconds)")
-	fs.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this `file`")
-	fs.StringVar(&o.title, "title", "", "a line printed above the table (what ran)")
-	fs.Var((*stringList)(&o.notes), "note", "a line printed below the table (repeatable)")
+	fs.StringVar(&o.markdown, "markdown", "", "also write the tables as Markdown to this `file`")
+	fs.StringVar(&o.title, "title", "", "a line printed above the tables (what ran)")
+	fs.Var((*stringList)(&o.notes), "note", "a line printed below the tables (repeatable)")
 	fs.StringVar(&o.floorRuntime, "floor-runtime", "", "also time this OCI runtime's create and start alone, each round (the floor of Create+StartContainer)")
 	fs.StringVar(&o.floorRootfs, "floor-rootfs", "", "the floor's busybox root filesystem (with bin/sleep)")
 	fs.StringVar(&o.floorDir, "floor-dir", "", "a new `dir` for the floor's runtime state and bundles (removed afterwards)")
@@ -113,19 +133,33 @@ func parseCompareFlags(args []string) (compareOptions, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	for s, name := range sideNames {
-		if o.sockets[s] == "" || o.logDirs[s] == "" {
-			return o, fmt.Errorf("-%s-socket and -%s-log-dir are required", name, name)
+	anchors, podbays := 0, 0
+	for _, s := range all {
+		if s.socket == "" {
+			continue
 		}
-		if !filepath.IsAbs(o.logDirs[s]) {
-			return o, fmt.Errorf("-%s-log-dir must be an absolute path", name)
+		if s.logDir == "" || !filepath.IsAbs(s.logDir) {
+			return o, fmt.Errorf("-%s-log-dir (an absolute path) is required with -%s-socket", s.name, s.name)
 		}
+		if isPodbay(s.name) {
+			podbays++
+		} else {
+			anchors++
+		}
+		o.sides = append(o.sides, s)
+	}
+	if o.bigN == 0 {
+		o.bigN = o.n
 	}
 	switch {
+	case anchors == 0 || podbays == 0:
+		return o, errors.New("want at least one anchor (-containerd2-socket, -crio-socket, -containerd16-socket) and one podbay side (-podbay-socket, -podbay-own-socket)")
 	case o.image == "":
 		return o, errors.New("-image is required")
 	case o.rounds < 1 || o.n < o.rounds:
 		return o, fmt.Errorf("want 1 <= -rounds <= -n, got %d and %d", o.rounds, o.n)
+	case o.bigImage != "" && (o.bigN < o.rounds):
+		return o, fmt.Errorf("want -rounds <= -big-n, got %d and %d", o.rounds, o.bigN)
 	case o.throughputN < 1 || o.concurrency < 1:
 		return o, errors.New("-throughput-n and -concurrency must be positive")
 	case o.scalePods < 0 || (o.scalePods > 0 && o.scaleSamples < 1):
@@ -159,9 +193,9 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 	if err != nil {
 		return err
 	}
-	var targets [sides]*target
-	for s := range sides {
-		conn, err := grpc.NewClient("unix://"+o.sockets[s], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	targets := make([]*target, 0, len(o.sides))
+	for _, so := range o.sides {
+		conn, err := grpc.NewClient("unix://"+so.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err
 		}
@@ -171,25 +205,26 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 			images: runtimeapi.NewImageServiceClient(conn),
 			out:    out,
 			opts: options{
-				socket:       o.sockets[s],
+				socket:       so.socket,
 				mode:         modeContainers,
 				pods:         o.throughputN,
 				timeout:      o.timeout,
-				handler:      o.handler[s],
+				handler:      so.handler,
 				image:        o.image,
 				stopTimeout:  o.stopTimeout,
-				logDir:       o.logDirs[s],
-				cgroupParent: o.cgroupParents[s],
+				logDir:       so.logDir,
+				cgroupParent: so.cgroupParent,
+				kubelet:      true,
 			},
 		}
 		if b.runID, err = newRunID(); err != nil {
 			return err
 		}
-		targets[s] = &target{
-			name: sideNames[s], b: b, pid: o.pids[s], procs: o.procs[s],
+		targets = append(targets, &target{
+			name: so.name, b: b, pid: so.pid, procs: so.procs,
 			samples: map[string][]time.Duration{}, mem: map[string]memSample{},
 			scale: map[string][]time.Duration{}, exitCodes: map[int32]int{},
-		}
+		})
 	}
 	// Whatever fails, no pod or container of this run stays behind.
 	defer func() {
@@ -210,15 +245,16 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		if err != nil {
 			return fmt.Errorf("reach %s at %s: %w", t.name, t.b.opts.socket, err)
 		}
-		fmt.Fprintf(out, "%-10s %s %s (CRI %s) at %s, run %s\n", t.name, v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion, t.b.opts.socket, t.b.runID)
+		fmt.Fprintf(out, "%-12s %s %s (CRI %s) at %s, run %s\n", t.name, v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion, t.b.opts.socket, t.b.runID)
 		t.mem[memStart] = t.memory()
 	}
 	perRound := (o.n + o.rounds - 1) / o.rounds
-	fmt.Fprintf(out, "workload: image %s; %d rounds of alternating blocks, %d samples per RPC and block (%d per RPC); throughput %d lifecycles per round at %d-way; scale %d pods, %d samples per RPC\n",
-		o.image, o.rounds, perRound, perRound*o.rounds, o.throughputN, o.concurrency, o.scalePods, o.scaleSamples)
+	bigPerRound := (o.bigN + o.rounds - 1) / o.rounds
+	fmt.Fprintf(out, "workload: image %s, realistic image %s; %d rounds of alternating blocks, %d samples per RPC and block (%d per RPC; %d of the realistic image's rows); throughput %d lifecycles per round at %d-way; scale %d pods, %d samples per RPC\n",
+		o.image, o.bigImage, o.rounds, perRound, perRound*o.rounds, bigPerRound*o.rounds, o.throughputN, o.concurrency, o.scalePods, o.scaleSamples)
 
 	for _, t := range targets {
-		if err := t.warmUp(ctx); err != nil {
+		if err := t.warmUp(ctx, o.bigImage); err != nil {
 			return err
 		}
 	}
@@ -237,9 +273,22 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 	}{
 		{"pods", func(ctx context.Context, t *target) error { return t.podBlock(ctx, perRound) }},
 		{"containers", func(ctx context.Context, t *target) error { return t.containerBlock(ctx, perRound) }},
-		{"images", func(ctx context.Context, t *target) error { return t.imageBlock(ctx, perRound) }},
-		{"scratch", func(ctx context.Context, t *target) error { return t.scratchBlock(ctx, perRound) }},
+		{"images", func(ctx context.Context, t *target) error { return t.imageBlock(ctx, perRound, o.image, rpcPull) }},
+		{"scratch", func(ctx context.Context, t *target) error { return t.scratchBlock(ctx, perRound, o.image, rowScratch) }},
 		{"throughput", func(ctx context.Context, t *target) error { return t.throughputBlock(ctx, o.concurrency) }},
+	}
+	if o.bigImage != "" {
+		blocks = append(blocks, []struct {
+			name string
+			run  func(context.Context, *target) error
+		}{
+			{"realistic images", func(ctx context.Context, t *target) error {
+				return t.imageBlock(ctx, bigPerRound, o.bigImage, rowPullBig)
+			}},
+			{"realistic scratch", func(ctx context.Context, t *target) error {
+				return t.scratchBlock(ctx, bigPerRound, o.bigImage, rowScratchBig)
+			}},
+		}...)
 	}
 	var fl *floor
 	if o.floorRuntime != "" {
@@ -254,9 +303,10 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 	}
 	start := time.Now()
 	for r := range o.rounds {
-		order := []*target{targets[sideContainerd], targets[sidePodbay]}
-		if r%2 == 1 {
-			order[0], order[1] = order[1], order[0]
+		// The order rotates: each side goes first in a round of its own.
+		order := make([]*target, 0, len(targets))
+		for i := range targets {
+			order = append(order, targets[(i+r)%len(targets)])
 		}
 		for _, bl := range blocks {
 			for _, t := range order {
@@ -299,15 +349,28 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		}
 	}
 
-	tbl := buildTable(o, targets)
+	floorP50 := math.NaN()
 	if fl != nil {
-		tbl.floor = fl.report(tbl)
+		floorP50 = fl.p50()
+	}
+	var tables []table
+	for _, pb := range targets {
+		if isPodbay(pb.name) {
+			tables = append(tables, buildTable(o, targets, pb, floorP50))
+		}
 	}
 	fmt.Fprintln(out)
 	if o.title != "" {
 		fmt.Fprintln(out, o.title)
 	}
-	tbl.printText(out)
+	for _, tbl := range tables {
+		if fl != nil {
+			tbl.floor = fl.report(tbl)
+		}
+		fmt.Fprintf(out, "\n%s\n", tbl.heading())
+		tbl.printText(out)
+	}
+	fmt.Fprintln(out, legend)
 	for _, n := range o.notes {
 		fmt.Fprintln(out, "note:", n)
 	}
@@ -317,11 +380,24 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 	}
 	if o.markdown != "" {
 		var sb strings.Builder
-		tbl.printMarkdown(&sb, o)
+		if o.title != "" {
+			fmt.Fprintf(&sb, "%s\n\n", o.title)
+		}
+		for _, tbl := range tables {
+			if fl != nil {
+				tbl.floor = fl.report(tbl)
+			}
+			tbl.printMarkdown(&sb)
+		}
+		fmt.Fprintf(&sb, "%s", legend)
+		for _, n := range o.notes {
+			fmt.Fprintf(&sb, " %s", n)
+		}
+		fmt.Fprintln(&sb)
 		if err := os.WriteFile(o.markdown, []byte(sb.String()), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", o.markdown, err)
 		}
-		fmt.Fprintf(out, "\nMarkdown table written to %s\n", o.markdown)
+		fmt.Fprintf(out, "\nMarkdown tables written to %s\n", o.markdown)
 	}
 	return scaleErr
 }

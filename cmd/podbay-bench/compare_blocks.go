@@ -21,6 +21,8 @@ const (
 	rpcImageStatus = "ImageStatus"
 	rowCreateStart = "Create+StartContainer"
 	rowScratch     = "pod+container from scratch"
+	rowPullBig     = "PullImage (realistic)"
+	rowScratchBig  = "pod+container from scratch (realistic)"
 	rowThroughput  = "throughput"
 )
 
@@ -29,19 +31,19 @@ const (
 // directories matches.
 func (t *target) pod(block string) *runtimeapi.PodSandboxConfig {
 	t.seq++
-	cfg := t.b.podConfig(0, 0)
-	name := fmt.Sprintf("bench-%s-%s-%d", t.b.runID, block, t.seq)
-	cfg.Metadata.Name, cfg.Metadata.Uid, cfg.Hostname = name, name, name
-	cfg.LogDirectory = t.b.logDir(name)
-	return cfg
+	return t.b.namedPodConfig(fmt.Sprintf("bench-%s-%s-%d", t.b.runID, block, t.seq))
 }
 
-// container is the bench container of attempt n: each attempt its own log
-// file, since containerd keeps a removed container's log.
-func (t *target) container(attempt int) *runtimeapi.ContainerConfig {
-	c := t.b.containerConfig()
+// container is the bench container of attempt n in pod, running image:
+// each attempt its own log file, since containerd keeps a removed
+// container's log.
+func (t *target) container(pod *runtimeapi.PodSandboxConfig, attempt int, image string) *runtimeapi.ContainerConfig {
+	c := t.b.containerFor(pod, image)
 	c.Metadata.Attempt = uint32(attempt)
 	c.LogPath = filepath.Join(containerName, strconv.Itoa(attempt)+".log")
+	if t.b.opts.kubelet {
+		c.Annotations["io.kubernetes.container.restartCount"] = strconv.Itoa(attempt)
+	}
 	return c
 }
 
@@ -63,6 +65,9 @@ func (t *target) record(row string, d time.Duration) {
 }
 
 func (t *target) runPod(cfg *runtimeapi.PodSandboxConfig) (string, time.Duration, error) {
+	if err := t.b.preparePod(cfg); err != nil {
+		return "", 0, err
+	}
 	var id string
 	d, err := t.call(rpcRun, func(ctx context.Context) error {
 		resp, err := t.b.client.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: t.b.opts.handler})
@@ -72,11 +77,15 @@ func (t *target) runPod(cfg *runtimeapi.PodSandboxConfig) (string, time.Duration
 	return id, d, err
 }
 
-func (t *target) createContainer(podID string, pod *runtimeapi.PodSandboxConfig, attempt int) (string, time.Duration, error) {
+func (t *target) createContainer(podID string, pod *runtimeapi.PodSandboxConfig, attempt int, image string) (string, time.Duration, error) {
+	cfg := t.container(pod, attempt, image)
+	if err := t.b.prepareContainer(cfg, pod); err != nil {
+		return "", 0, err
+	}
 	var id string
 	d, err := t.call(rpcCreate, func(ctx context.Context) error {
 		resp, err := t.b.client.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-			PodSandboxId: podID, Config: t.container(attempt), SandboxConfig: pod,
+			PodSandboxId: podID, Config: cfg, SandboxConfig: pod,
 		})
 		id = resp.GetContainerId()
 		return err
@@ -91,28 +100,28 @@ func (t *target) startContainer(id string) (time.Duration, error) {
 	})
 }
 
-func (t *target) pull() (time.Duration, error) {
+func (t *target) pull(image string) (time.Duration, error) {
 	return t.call(rpcPull, func(ctx context.Context) error {
-		_, err := t.b.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: t.b.opts.image}})
+		_, err := t.b.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})
 		return err
 	})
 }
 
-// removeImage removes the bench image, untimed, and checks the daemon no
-// longer has it, so that the next pull is a first pull.
-func (t *target) removeImage() error {
+// removeImage removes image, untimed, and checks the daemon no longer has
+// it, so that the next pull is a first pull.
+func (t *target) removeImage(image string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), t.b.opts.timeout)
 	defer cancel()
-	spec := &runtimeapi.ImageSpec{Image: t.b.opts.image}
+	spec := &runtimeapi.ImageSpec{Image: image}
 	if _, err := t.b.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec}); err != nil {
-		return fmt.Errorf("remove image %s: %w", t.b.opts.image, err)
+		return fmt.Errorf("remove image %s: %w", image, err)
 	}
 	st, err := t.b.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
 	if err != nil {
 		return fmt.Errorf("image status after remove: %w", err)
 	}
 	if st.GetImage() != nil {
-		return fmt.Errorf("image %s still present after RemoveImage", t.b.opts.image)
+		return fmt.Errorf("image %s still present after RemoveImage", image)
 	}
 	return nil
 }
@@ -125,19 +134,24 @@ func (t *target) removePod(id string, cfg *runtimeapi.PodSandboxConfig) error {
 	return t.b.removeLogDir(cfg.GetMetadata().GetName())
 }
 
-// warmUp pulls the image and runs one pod with a container, untimed: the
+// warmUp pulls the images and runs one pod with a container, untimed: the
 // pause image, the page cache and the daemon's first-use paths are then
-// warm on both sides before anything is timed.
-func (t *target) warmUp(ctx context.Context) error {
-	if _, err := t.pull(); err != nil {
-		return fmt.Errorf("%s: warm-up: %w", t.name, err)
+// warm on every side before anything is timed.
+func (t *target) warmUp(ctx context.Context, bigImage string) error {
+	for _, image := range []string{t.b.opts.image, bigImage} {
+		if image == "" {
+			continue
+		}
+		if _, err := t.pull(image); err != nil {
+			return fmt.Errorf("%s: warm-up: %w", t.name, err)
+		}
 	}
 	cfg := t.pod("warmup")
 	podID, _, err := t.runPod(cfg)
 	if err != nil {
 		return fmt.Errorf("%s: warm-up: %w", t.name, err)
 	}
-	id, _, err := t.createContainer(podID, cfg, 0)
+	id, _, err := t.createContainer(podID, cfg, 0, t.b.opts.image)
 	if err != nil {
 		return fmt.Errorf("%s: warm-up: %w", t.name, err)
 	}
@@ -220,7 +234,7 @@ func (t *target) containerBlock(ctx context.Context, k int) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		id, dc, err := t.createContainer(podID, cfg, i)
+		id, dc, err := t.createContainer(podID, cfg, i, t.b.opts.image)
 		if err != nil {
 			return err
 		}
@@ -231,7 +245,7 @@ func (t *target) containerBlock(ctx context.Context, k int) error {
 		}
 		t.record(rpcStart, ds)
 		t.record(rowCreateStart, dc+ds)
-		logPath := filepath.Join(cfg.GetLogDirectory(), t.container(i).GetLogPath())
+		logPath := filepath.Join(cfg.GetLogDirectory(), containerName, strconv.Itoa(i)+".log")
 		if _, err := t.b.waitLogReady(logPath); err != nil {
 			return err
 		}
@@ -281,47 +295,52 @@ func (t *target) containerBlock(ctx context.Context, k int) error {
 	return t.removePod(podID, cfg)
 }
 
-// imageBlock times k first pulls (the image removed before each, untimed)
-// and ImageStatus of the pulled image.
-func (t *target) imageBlock(ctx context.Context, k int) error {
-	spec := &runtimeapi.ImageSpec{Image: t.b.opts.image}
+// imageBlock times k first pulls of image (removed before each, untimed)
+// as row, and ImageStatus of the pulled image (recorded for the rpcPull
+// row's).
+func (t *target) imageBlock(ctx context.Context, k int, image, row string) error {
+	spec := &runtimeapi.ImageSpec{Image: image}
 	for range k {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := t.removeImage(); err != nil {
+		if err := t.removeImage(image); err != nil {
 			return err
 		}
-		d, err := t.pull()
+		d, err := t.pull(image)
 		if err != nil {
 			return err
 		}
-		t.record(rpcPull, d)
+		t.record(row, d)
 		d, err = t.call(rpcImageStatus, func(ctx context.Context) error {
 			resp, err := t.b.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
 			if err == nil && resp.GetImage() == nil {
-				err = fmt.Errorf("image %s not present after its pull", t.b.opts.image)
+				err = fmt.Errorf("image %s not present after its pull", image)
 			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		t.record(rpcImageStatus, d)
+		if row == rpcPull {
+			// The ImageStatus row is of the small image only.
+			t.record(rpcImageStatus, d)
+		}
 	}
 	return nil
 }
 
-// scratchBlock times k pods with a container from scratch, as kubelet
-// starts a pod on a node without its image: RunPodSandbox, PullImage (the
-// image removed before, untimed), CreateContainer, StartContainer, until
-// the container's process has logged its first line.
-func (t *target) scratchBlock(ctx context.Context, k int) error {
+// scratchBlock times k pods with a container from scratch as row, as
+// kubelet starts a pod on a node without its image: RunPodSandbox,
+// PullImage of image (removed before, untimed), CreateContainer,
+// StartContainer, until the container's process has logged its first
+// line.
+func (t *target) scratchBlock(ctx context.Context, k int, image, row string) error {
 	for range k {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := t.removeImage(); err != nil {
+		if err := t.removeImage(image); err != nil {
 			return err
 		}
 		cfg := t.pod("scratch")
@@ -330,10 +349,10 @@ func (t *target) scratchBlock(ctx context.Context, k int) error {
 		if err != nil {
 			return err
 		}
-		if _, err := t.pull(); err != nil {
+		if _, err := t.pull(image); err != nil {
 			return err
 		}
-		id, _, err := t.createContainer(podID, cfg, 0)
+		id, _, err := t.createContainer(podID, cfg, 0, image)
 		if err != nil {
 			return err
 		}
@@ -343,7 +362,7 @@ func (t *target) scratchBlock(ctx context.Context, k int) error {
 		if _, err := t.b.waitLogReady(filepath.Join(cfg.GetLogDirectory(), containerName, "0.log")); err != nil {
 			return err
 		}
-		t.record(rowScratch, time.Since(start))
+		t.record(row, time.Since(start))
 		if err := t.removePod(podID, cfg); err != nil {
 			return err
 		}

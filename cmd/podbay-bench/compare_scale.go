@@ -133,7 +133,7 @@ func (t *target) scalePhase(ctx context.Context, pods, samples, c int) (retErr e
 					up = append(up, pod{id, cfg})
 					mu.Unlock()
 					var cid string
-					if cid, _, err = t.createContainer(id, cfg, 0); err == nil {
+					if cid, _, err = t.createContainer(id, cfg, 0, t.b.opts.image); err == nil {
 						_, err = t.startContainer(cid)
 					}
 				}

@@ -10,72 +10,99 @@ import (
 	"time"
 )
 
-// goal is one of issue 12's targets.
+// goal is one of issue 26's targets.
 type goal struct {
-	kind  int     // goalNone, goalMaxRatio, goalMinRatio or goalP99
-	limit float64 // the ratio, or the p99 in ms
+	kind  int     // goalNone, goalMaxRatio, goalMinRatio or goalFloorPlus
+	limit float64 // the ratio, or the ms over the floor
 }
 
 const (
-	goalNone     = iota
-	goalMaxRatio // p50 podbay/containerd <= limit
-	goalMinRatio // podbay/containerd >= limit (throughput)
-	goalP99      // podbay's p99 < limit ms
+	goalNone      = iota
+	goalMaxRatio  // p50 podbay / the best anchor <= limit
+	goalMinRatio  // podbay / the best anchor >= limit (throughput)
+	goalFloorPlus // podbay's p50 <= the runtime's floor (p50) + limit ms
 )
 
 func (g goal) String() string {
 	switch g.kind {
 	case goalMaxRatio:
-		return fmt.Sprintf("≤ %.1f", g.limit)
+		return fmt.Sprintf("≤ %.2g", g.limit)
 	case goalMinRatio:
-		return fmt.Sprintf("≥ %.1f", g.limit)
-	case goalP99:
-		return fmt.Sprintf("p99 < %g ms", g.limit)
+		return fmt.Sprintf("≥ %.2g", g.limit)
+	case goalFloorPlus:
+		return fmt.Sprintf("≤ floor + %g ms", g.limit)
 	}
 	return "—"
 }
 
-// tableRow is one line of the comparison: per side a p50 and a p95 (or
-// one value, p95 empty), in the row's unit.
+// tableRow is one line of the comparison: per column (side) a p50 and a
+// p95 (or one value, p95 empty), in the row's unit.
 type tableRow struct {
 	name     string
 	unit     string
-	p50, p95 [sides]float64 // NaN: no value
-	p99      float64        // podbay's, for goalP99
+	p50, p95 []float64 // per column; NaN: no value
 	goal     goal
+	higher   bool    // a higher value is better (throughput)
+	floor    float64 // the floor's p50 (ms), for goalFloorPlus; NaN: not measured
 }
 
-func (r tableRow) ratio() float64 {
-	return r.p50[sidePodbay] / r.p50[sideContainerd]
+// table is the comparison of one podbay side with the anchors.
+type table struct {
+	cols     []string // side names: the anchors, then the podbay side
+	pb       int      // the podbay side's column
+	headline []int    // the anchors' columns the ratio is against
+	rows     []tableRow
+	floor    string // the runtime alone (compare_floor.go); "" when not measured
+}
+
+// best returns the best anchor's value of the row (the lowest, or the
+// highest for a row where higher is better) and its column; NaN, -1 when
+// no anchor has a value.
+func (t table) best(r tableRow) (float64, int) {
+	v, col := math.NaN(), -1
+	for _, c := range t.headline {
+		x := r.p50[c]
+		if math.IsNaN(x) {
+			continue
+		}
+		if col < 0 || (r.higher && x > v) || (!r.higher && x < v) {
+			v, col = x, c
+		}
+	}
+	return v, col
+}
+
+// ratio is podbay's p50 over the best anchor's.
+func (t table) ratio(r tableRow) float64 {
+	v, _ := t.best(r)
+	return r.p50[t.pb] / v
 }
 
 // verdict is "met", "NOT MET", or "" without a goal; "-" without data.
-func (r tableRow) verdict() string {
-	if r.goal.kind == goalNone {
-		return ""
-	}
-	ratio := r.ratio()
+func (t table) verdict(r tableRow) string {
 	var met bool
 	switch r.goal.kind {
-	case goalMaxRatio:
-		if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+	case goalNone:
+		return ""
+	case goalFloorPlus:
+		pb := r.p50[t.pb]
+		if math.IsNaN(pb) || math.IsNaN(r.floor) {
 			return "-"
 		}
+		limit := r.floor + r.goal.limit
+		if pb <= limit {
+			return fmt.Sprintf("met (%.1f ≤ %.1f)", pb, limit)
+		}
+		return fmt.Sprintf("NOT MET (%.1f > %.1f)", pb, limit)
+	}
+	ratio := t.ratio(r)
+	if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+		return "-"
+	}
+	if r.goal.kind == goalMaxRatio {
 		met = ratio <= r.goal.limit
-	case goalMinRatio:
-		if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
-			return "-"
-		}
+	} else {
 		met = ratio >= r.goal.limit
-	case goalP99:
-		if math.IsNaN(r.p99) {
-			return "-"
-		}
-		v := fmt.Sprintf("(p99 %.2f ms)", r.p99)
-		if r.p99 < r.goal.limit {
-			return "met " + v
-		}
-		return "NOT MET " + v
 	}
 	if met {
 		return "met"
@@ -83,75 +110,107 @@ func (r tableRow) verdict() string {
 	return "NOT MET"
 }
 
-type table struct {
-	rows  []tableRow
-	floor string // the runtime alone (compare_floor.go); "" when not measured
-}
+// Row keys of the memory rows' targets.
+const (
+	rowDaemonRSSScale  = "daemon RSS at scale"
+	rowMonitorRSSScale = "monitor RSS at scale"
+)
 
-// targets are issue 12's, by row.
+// targets are issue 26's, by row (p50, podbay / the faster of containerd
+// 2.4 and CRI-O, same network, same run).
 var targets = map[string]goal{
-	rpcRun:          {goalMaxRatio, 0.5},
-	rpcStop:         {goalMaxRatio, 0.4},
-	rpcRemove:       {goalMaxRatio, 0.5},
-	rowCreateStart:  {goalMaxRatio, 0.5},
-	rpcStopCtr:      {goalMaxRatio, 0.5},
-	rpcRemoveCtr:    {goalMaxRatio, 1.0},
-	rpcPull:         {goalMaxRatio, 0.5},
-	rowScratch:      {goalMaxRatio, 0.4},
-	rowThroughput:   {goalMinRatio, 2.0},
-	"RSS":           {goalMaxRatio, 1.0},
-	"scale":         {goalP99, 5},
-	rowPodContainer: {},
+	rpcRun:             {goalMaxRatio, 0.35},
+	rpcStop:            {goalMaxRatio, 0.35},
+	rowPullBig:         {goalMaxRatio, 0.5},
+	rowScratchBig:      {goalMaxRatio, 0.5},
+	rowCreateStart:     {goalFloorPlus, 5},
+	rowThroughput:      {goalMinRatio, 2.5},
+	rowMonitorRSSScale: {goalMaxRatio, 0.25},
+	rowDaemonRSSScale:  {goalMaxRatio, 0.5},
 }
 
-func nan2() [sides]float64 { return [sides]float64{math.NaN(), math.NaN()} }
-
-func latencyRow(name string, per func(*target) []time.Duration, ts [sides]*target, g goal) tableRow {
-	r := tableRow{name: name, unit: "ms", p50: nan2(), p95: nan2(), p99: math.NaN(), goal: g}
-	for s, t := range ts {
-		d := slices.Clone(per(t))
-		if len(d) == 0 {
-			continue
-		}
-		slices.Sort(d)
-		r.p50[s] = msOf(quantile(d, 0.5))
-		r.p95[s] = msOf(quantile(d, 0.95))
-		if s == sidePodbay {
-			r.p99 = msOf(quantile(d, 0.99))
-		}
+func nans(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = math.NaN()
 	}
-	return r
+	return v
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func buildTable(o compareOptions, ts [sides]*target) table {
+// buildTable builds the table of podbay side pb against the anchors of ts;
+// floorP50 is the runtime's floor (ms; NaN when not measured).
+func buildTable(o compareOptions, ts []*target, pb *target, floorP50 float64) table {
 	var t table
-	for _, row := range []string{rpcRun, rpcStop, rpcRemove, rpcCreate, rpcStart, rowCreateStart, rpcStopCtr, rpcRemoveCtr,
-		rpcPull, rpcImageStatus, rpcPodStatus, rpcCtrStatus, rpcListPods, rpcListCtrs, rowScratch} {
-		t.rows = append(t.rows, latencyRow(row, func(x *target) []time.Duration { return x.samples[row] }, ts, targets[row]))
+	var cols []*target
+	for _, x := range ts {
+		if !isPodbay(x.name) {
+			cols = append(cols, x)
+		}
+	}
+	for i, x := range cols {
+		if headlineAnchors[x.name] {
+			t.headline = append(t.headline, i)
+		}
+	}
+	if len(t.headline) == 0 {
+		for i := range cols {
+			t.headline = append(t.headline, i)
+		}
+	}
+	t.pb = len(cols)
+	cols = append(cols, pb)
+	for _, x := range cols {
+		t.cols = append(t.cols, x.name)
+	}
+	n := len(cols)
+	latency := func(name string, per func(*target) []time.Duration, g goal) tableRow {
+		r := tableRow{name: name, unit: "ms", p50: nans(n), p95: nans(n), goal: g, floor: floorP50}
+		for c, x := range cols {
+			d := slices.Clone(per(x))
+			if len(d) == 0 {
+				continue
+			}
+			slices.Sort(d)
+			r.p50[c] = msOf(quantile(d, 0.5))
+			r.p95[c] = msOf(quantile(d, 0.95))
+		}
+		return r
+	}
+	rows := []string{rpcRun, rpcStop, rpcRemove, rpcCreate, rpcStart, rowCreateStart, rpcStopCtr, rpcRemoveCtr,
+		rpcPull, rowPullBig, rpcImageStatus, rpcPodStatus, rpcCtrStatus, rpcListPods, rpcListCtrs, rowScratch, rowScratchBig}
+	for _, row := range rows {
+		if (row == rowPullBig || row == rowScratchBig) && o.bigImage == "" {
+			continue
+		}
+		name := row
+		if row == rpcPull || row == rowScratch {
+			name += " (busybox)"
+		}
+		t.rows = append(t.rows, latency(name, func(x *target) []time.Duration { return x.samples[row] }, targets[row]))
 	}
 	tp := tableRow{name: fmt.Sprintf("throughput %d-way (lifecycles/s)", o.concurrency),
-		unit: "/s", p50: nan2(), p95: nan2(), p99: math.NaN(), goal: targets[rowThroughput]}
-	for s, x := range ts {
+		unit: "/s", p50: nans(n), p95: nans(n), goal: targets[rowThroughput], higher: true}
+	for c, x := range cols {
 		if len(x.rates) > 0 {
 			r := slices.Sorted(slices.Values(x.rates))
-			tp.p50[s] = r[(len(r)-1)/2]
-			tp.p95[s] = r[0]
+			tp.p50[c] = r[(len(r)-1)/2]
+			tp.p95[c] = r[0]
 		}
 	}
 	t.rows = append(t.rows, tp)
-	t.rows = append(t.rows, latencyRow(fmt.Sprintf("lifecycle at %d-way (7 RPCs)", o.concurrency),
-		func(x *target) []time.Duration { return x.samples[rowPodContainer] }, ts, goal{}))
+	t.rows = append(t.rows, latency(fmt.Sprintf("lifecycle at %d-way (7 RPCs)", o.concurrency),
+		func(x *target) []time.Duration { return x.samples[rowPodContainer] }, goal{}))
 	if o.scalePods > 0 {
 		for _, row := range []string{rpcListPods, rpcListCtrs, rpcPodStatus, rpcListStats} {
-			t.rows = append(t.rows, latencyRow(fmt.Sprintf("%s, %d pods", row, o.scalePods),
-				func(x *target) []time.Duration { return x.scale[row] }, ts, targets["scale"]))
+			t.rows = append(t.rows, latency(fmt.Sprintf("%s, %d pods", row, o.scalePods),
+				func(x *target) []time.Duration { return x.scale[row] }, goal{}))
 		}
 	}
 	memRow := func(name string, moment string, procs bool, g goal) tableRow {
-		r := tableRow{name: name, unit: "MiB", p50: nan2(), p95: nan2(), p99: math.NaN(), goal: g}
-		for s, x := range ts {
+		r := tableRow{name: name, unit: "MiB", p50: nans(n), p95: nans(n), goal: g}
+		for c, x := range cols {
 			m, ok := x.mem[moment]
 			if !ok || !m.ok {
 				continue
@@ -160,17 +219,17 @@ func buildTable(o compareOptions, ts [sides]*target) table {
 			if procs {
 				v = m.procRSS
 			}
-			r.p50[s] = float64(v) / (1 << 20)
+			r.p50[c] = float64(v) / (1 << 20)
 		}
 		return r
 	}
 	t.rows = append(t.rows,
-		memRow("daemon RSS fresh (MiB)", memStart, false, targets["RSS"]),
-		memRow("daemon RSS idle, after the rounds (MiB)", memIdle, false, targets["RSS"]))
+		memRow("daemon RSS fresh (MiB)", memStart, false, goal{}),
+		memRow("daemon RSS idle, after the rounds (MiB)", memIdle, false, goal{}))
 	if o.scalePods > 0 {
 		t.rows = append(t.rows,
-			memRow(fmt.Sprintf("daemon RSS, %d pods (MiB)", o.scalePods), memScale, false, targets["RSS"]),
-			memRow(fmt.Sprintf("shims vs conmons RSS, %d pods (MiB)", o.scalePods), memScale, true, goal{}))
+			memRow(fmt.Sprintf("daemon RSS, %d pods (MiB)", o.scalePods), memScale, false, targets[rowDaemonRSSScale]),
+			memRow(fmt.Sprintf("monitor processes' RSS, %d pods (MiB)", o.scalePods), memScale, true, targets[rowMonitorRSSScale]))
 	}
 	return t
 }
@@ -197,33 +256,61 @@ func fmtRatio(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-func (t table) cells(r tableRow) []string {
-	return []string{
-		r.name,
-		fmtVal(r.p50[sideContainerd], r.unit), fmtVal(r.p95[sideContainerd], r.unit),
-		fmtVal(r.p50[sidePodbay], r.unit), fmtVal(r.p95[sidePodbay], r.unit),
-		fmtRatio(r.ratio()), r.goal.String(), r.verdict(),
+// header is the table's first line: the operation, p50 and p95 per side,
+// the ratio, the anchor it is against, the target and the verdict.
+func (t table) header() []string {
+	h := []string{"operation (ms unless noted)"}
+	for _, c := range t.cols {
+		h = append(h, c+" p50", "p95")
 	}
+	return append(h, t.cols[t.pb]+" / best anchor, p50", "best anchor", "target", "met")
 }
 
-var tableHeader = []string{"operation (ms unless noted)", "containerd p50", "p95", "podbay p50", "p95", "podbay/containerd p50", "target", "met"}
+func (t table) cells(r tableRow) []string {
+	c := []string{r.name}
+	for i := range t.cols {
+		c = append(c, fmtVal(r.p50[i], r.unit), fmtVal(r.p95[i], r.unit))
+	}
+	best := "-"
+	if _, col := t.best(r); col >= 0 {
+		best = t.cols[col]
+	}
+	ratio := fmtRatio(t.ratio(r))
+	if r.goal.kind == goalFloorPlus && best != "-" {
+		// The target is against the floor, not an anchor: the ratio only
+		// informs.
+		ratio = "(" + ratio + ")"
+	}
+	return append(c, ratio, best, r.goal.String(), t.verdict(r))
+}
+
+// heading says which podbay the table is of.
+func (t table) heading() string {
+	switch t.cols[t.pb] {
+	case "podbay-own":
+		return "podbay on its own default network (NETWORK=own), the anchors on the shared conflist:"
+	}
+	return "every daemon on the same conflist (NETWORK=same):"
+}
 
 func (t table) printText(w io.Writer) {
-	rows := [][]string{tableHeader}
+	head := t.header()
+	rows := [][]string{head}
 	for _, r := range t.rows {
 		rows = append(rows, t.cells(r))
 	}
-	widths := make([]int, len(tableHeader))
+	widths := make([]int, len(head))
 	for _, row := range rows {
 		for i, c := range row {
 			widths[i] = max(widths[i], len([]rune(c)))
 		}
 	}
+	textCols := len(head) - 3 // best anchor, target, met: left-aligned
 	for _, row := range rows {
 		var b strings.Builder
 		for i, c := range row {
 			pad := widths[i] - len([]rune(c))
-			if i == 0 || i >= 6 {
+			if i == 0 || i >= textCols {
 				b.WriteString(c + strings.Repeat(" ", pad))
 			} else {
 				b.WriteString(strings.Repeat(" ", pad) + c)
@@ -237,19 +324,19 @@ func (t table) printText(w io.Writer) {
 	if t.floor != "" {
 		fmt.Fprintln(w, t.floor)
 	}
-	fmt.Fprintln(w, legend)
 }
 
 // legend explains the rows that are not one RPC's latency.
-const legend = "throughput: the median round's rate under p50, the slowest round's under p95. " +
+const legend = "best anchor: the faster of containerd 2 and CRI-O per row (the lower value; the higher for throughput), of the other anchors when neither ran. " +
+	"throughput: the median round's rate under p50, the slowest round's under p95. " +
 	"lifecycle at N-way: pod run, container create/start/stop/remove, pod stop/remove, the throughput block's. " +
 	"from scratch: RunPodSandbox, PullImage (image absent), CreateContainer, StartContainer, until the process has logged. " +
-	"RSS: the daemon process; shims vs conmons: the sum over its per-pod processes (containerd-shim-runc-v2 for containerd; conmon, or the shim for a vm handler, for podbay)."
+	"RSS: the daemon process; monitor processes: the sum over its per-pod processes (containerd-shim-runc-v2 for containerd; conmon for CRI-O, and for podbay's oci handler)."
 
 // score counts the rows with a target and those that meet it.
 func (t table) score() (met, total int) {
 	for _, r := range t.rows {
-		v := r.verdict()
+		v := t.verdict(r)
 		if v == "" {
 			continue
 		}
@@ -261,49 +348,45 @@ func (t table) score() (met, total int) {
 	return met, total
 }
 
-func (t table) printMarkdown(w io.Writer, o compareOptions) {
-	if o.title != "" {
-		fmt.Fprintf(w, "%s\n\n", o.title)
-	}
-	fmt.Fprintf(w, "| %s |\n", strings.Join(tableHeader, " | "))
-	fmt.Fprintf(w, "|---|%s\n", strings.Repeat("---:|", 5)+"---|---|")
+// printMarkdown writes the table with its heading, score and floor.
+func (t table) printMarkdown(w io.Writer) {
+	head := t.header()
+	fmt.Fprintf(w, "%s\n\n", t.heading())
+	fmt.Fprintf(w, "| %s |\n", strings.Join(head, " | "))
+	fmt.Fprintf(w, "|---|%s\n", strings.Repeat("---:|", len(head)-4)+"---|---|---|")
 	for _, r := range t.rows {
 		c := t.cells(r)
-		if strings.HasPrefix(c[7], "NOT MET") {
-			c[7] = "**" + c[7] + "**"
+		if v := c[len(c)-1]; strings.HasPrefix(v, "NOT MET") {
+			c[len(c)-1] = "**" + v + "**"
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
 	}
 	met, total := t.score()
-	fmt.Fprintf(w, "\nTargets met: %d of %d. ", met, total)
+	fmt.Fprintf(w, "\nTargets met: %d of %d.", met, total)
 	if t.floor != "" {
-		fmt.Fprintf(w, "The %s. ", strings.TrimPrefix(t.floor, "floor: "))
+		fmt.Fprintf(w, " The %s.", strings.TrimPrefix(t.floor, "floor: "))
 	}
-	fmt.Fprint(w, legend)
-	for _, n := range o.notes {
-		fmt.Fprintf(w, " %s", n)
-	}
-	fmt.Fprintln(w)
+	fmt.Fprint(w, "\n\n")
 }
 
 // printDetails prints what the table leaves out: sample counts, the
 // scale phase's p99 on both sides, memory as PSS and process counts, and
 // the exit codes of the stopped containers.
-func printDetails(w io.Writer, o compareOptions, ts [sides]*target) {
+func printDetails(w io.Writer, o compareOptions, ts []*target) {
 	fmt.Fprintln(w, "\ndetails:")
 	for _, t := range ts {
-		fmt.Fprintf(w, "  %-10s samples:", t.name)
+		fmt.Fprintf(w, "  %-12s samples:", t.name)
 		for _, row := range slices.Sorted(maps.Keys(t.samples)) {
 			fmt.Fprintf(w, " %s %d,", row, len(t.samples[row]))
 		}
 		fmt.Fprintf(w, " throughput rounds %d\n", len(t.rates))
-		fmt.Fprintf(w, "  %-10s exit codes after StopContainer:", t.name)
+		fmt.Fprintf(w, "  %-12s exit codes after StopContainer:", t.name)
 		for _, c := range slices.Sorted(maps.Keys(t.exitCodes)) {
 			fmt.Fprintf(w, " %d×%d", c, t.exitCodes[c])
 		}
 		fmt.Fprintln(w)
 		if o.scalePods > 0 {
-			fmt.Fprintf(w, "  %-10s %d pods: up in %.1f s, down in %.1f s; p50/p95/p99 ms:", t.name, o.scalePods, t.scaleUp.Seconds(), t.scaleDown.Seconds())
+			fmt.Fprintf(w, "  %-12s %d pods: up in %.1f s, down in %.1f s; p50/p95/p99 ms:", t.name, o.scalePods, t.scaleUp.Seconds(), t.scaleDown.Seconds())
 			for _, row := range []string{rpcListPods, rpcListCtrs, rpcPodStatus, rpcListStats} {
 				d := slices.Sorted(slices.Values(t.scale[row]))
 				fmt.Fprintf(w, " %s %s/%s/%s", row, ms(quantile(d, 0.5)), ms(quantile(d, 0.95)), ms(quantile(d, 0.99)))
@@ -315,7 +398,7 @@ func printDetails(w io.Writer, o compareOptions, ts [sides]*target) {
 			if !ok || !m.ok {
 				continue
 			}
-			fmt.Fprintf(w, "  %-10s memory %-5s daemon RSS %.1f MiB, PSS %.1f MiB; %d per-pod processes RSS %.1f MiB, PSS %.1f MiB\n",
+			fmt.Fprintf(w, "  %-12s memory %-5s daemon RSS %.1f MiB, PSS %.1f MiB; %d per-pod processes RSS %.1f MiB, PSS %.1f MiB\n",
 				t.name, moment, mib(m.rss), mib(m.pss), m.procs, mib(m.procRSS), mib(m.procPSS))
 		}
 	}

@@ -9,84 +9,122 @@ import (
 
 func TestCompareVerdict(t *testing.T) {
 	nan := math.NaN()
+	// Columns: containerd2, crio (the headline anchors), podbay.
+	tbl := table{cols: []string{"containerd2", "crio", "podbay"}, pb: 2, headline: []int{0, 1}}
 	for _, tc := range []struct {
-		name     string
-		ctr, pb  float64
-		p99      float64
-		g        goal
-		want     string
-		wantText string
+		name      string
+		ctr, crio float64
+		pb        float64
+		floor     float64
+		higher    bool
+		g         goal
+		want      string
+		wantText  string
+		wantBest  string
 	}{
-		{"ratio met", 100, 40, nan, goal{goalMaxRatio, 0.5}, "met", "≤ 0.5"},
-		{"ratio at the limit", 100, 50, nan, goal{goalMaxRatio, 0.5}, "met", "≤ 0.5"},
-		{"ratio not met", 100, 51, nan, goal{goalMaxRatio, 0.5}, "NOT MET", "≤ 0.5"},
-		{"throughput met", 2, 4.2, nan, goal{goalMinRatio, 2}, "met", "≥ 2.0"},
-		{"throughput not met", 2, 3, nan, goal{goalMinRatio, 2}, "NOT MET", "≥ 2.0"},
-		{"p99 met", 9, 1, 4.9, goal{goalP99, 5}, "met (p99 4.90 ms)", "p99 < 5 ms"},
-		{"p99 not met", 1, 1, 5, goal{goalP99, 5}, "NOT MET (p99 5.00 ms)", "p99 < 5 ms"},
-		{"no containerd value", nan, 1, nan, goal{goalMaxRatio, 1}, "-", "≤ 1.0"},
-		{"no goal", 1, 2, nan, goal{}, "", "—"},
+		{"ratio met against the faster", 100, 80, 28, nan, false, goal{goalMaxRatio, 0.35}, "met", "≤ 0.35", "crio"},
+		{"ratio at the limit", 100, 200, 35, nan, false, goal{goalMaxRatio, 0.35}, "met", "≤ 0.35", "containerd2"},
+		{"ratio not met", 100, 120, 36, nan, false, goal{goalMaxRatio, 0.35}, "NOT MET", "≤ 0.35", "containerd2"},
+		{"throughput met", 2, 1, 5, nan, true, goal{goalMinRatio, 2.5}, "met", "≥ 2.5", "containerd2"},
+		{"throughput not met", 2, 3, 7, nan, true, goal{goalMinRatio, 2.5}, "NOT MET", "≥ 2.5", "crio"},
+		{"floor met", 50, 60, 9, 4.5, false, goal{goalFloorPlus, 5}, "met (9.0 ≤ 9.5)", "≤ floor + 5 ms", "containerd2"},
+		{"floor not met", 50, 60, 9.6, 4.5, false, goal{goalFloorPlus, 5}, "NOT MET (9.6 > 9.5)", "≤ floor + 5 ms", "containerd2"},
+		{"no floor", 50, 60, 9, nan, false, goal{goalFloorPlus, 5}, "-", "≤ floor + 5 ms", "containerd2"},
+		{"one anchor only", nan, 10, 3, nan, false, goal{goalMaxRatio, 0.5}, "met", "≤ 0.5", "crio"},
+		{"no anchor value", nan, nan, 1, nan, false, goal{goalMaxRatio, 1}, "-", "≤ 1", "-"},
+		{"no goal", 1, 2, 2, nan, false, goal{}, "", "—", "containerd2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := tableRow{p50: [sides]float64{tc.ctr, tc.pb}, p95: nan2(), p99: tc.p99, goal: tc.g}
-			if got := r.verdict(); got != tc.want {
+			r := tableRow{p50: []float64{tc.ctr, tc.crio, tc.pb}, p95: nans(3), goal: tc.g, higher: tc.higher, floor: tc.floor}
+			if got := tbl.verdict(r); got != tc.want {
 				t.Errorf("verdict = %q, want %q", got, tc.want)
 			}
 			if got := tc.g.String(); got != tc.wantText {
 				t.Errorf("goal = %q, want %q", got, tc.wantText)
+			}
+			if got := tbl.cells(r)[8]; got != tc.wantBest {
+				t.Errorf("best anchor = %q, want %q", got, tc.wantBest)
 			}
 		})
 	}
 }
 
 func TestCompareTable(t *testing.T) {
-	o := compareOptions{concurrency: 10, rounds: 2, scalePods: 3, title: "a run", notes: []string{"a note."}}
-	mk := func(run, list time.Duration, rss int64) *target {
+	o := compareOptions{concurrency: 10, rounds: 2, scalePods: 3, bigImage: "big", title: "a run", notes: []string{"a note."}}
+	mk := func(name string, run time.Duration, rss int64) *target {
 		return &target{
-			samples: map[string][]time.Duration{rpcRun: {run, run, 3 * run}},
+			name:    name,
+			samples: map[string][]time.Duration{rpcRun: {run, run, 3 * run}, rowPullBig: {10 * run}},
 			rates:   []float64{1, 2},
-			scale:   map[string][]time.Duration{rpcListPods: {list}},
-			mem:     map[string]memSample{memScale: {ok: true, rss: rss}},
+			scale:   map[string][]time.Duration{rpcListPods: {run / 10}},
+			mem:     map[string]memSample{memScale: {ok: true, rss: rss, procRSS: rss / 2}},
 		}
 	}
-	ts := [sides]*target{mk(100*time.Millisecond, 9*time.Millisecond, 100<<20), mk(40*time.Millisecond, 2*time.Millisecond, 50<<20)}
-	tbl := buildTable(o, ts)
+	ts := []*target{
+		mk("containerd2", 100*time.Millisecond, 100<<20),
+		mk("crio", 80*time.Millisecond, 80<<20),
+		mk("containerd16", 10*time.Millisecond, 10<<20),
+		mk("podbay", 28*time.Millisecond, 30<<20),
+		mk("podbay-own", 20*time.Millisecond, 30<<20),
+	}
+	tbl := buildTable(o, ts, ts[3], 4)
+	if got := strings.Join(tbl.cols, " "); got != "containerd2 crio containerd16 podbay" {
+		t.Errorf("columns %q", got)
+	}
 	var text, md strings.Builder
 	tbl.printText(&text)
-	tbl.printMarkdown(&md, o)
+	tbl.printMarkdown(&md)
 	for _, want := range []string{
-		"RunPodSandbox", "100", "300", "40.0", "0.40", "≤ 0.5",
-		"ListPodSandbox, 3 pods", "met (p99 2.00 ms)",
-		"daemon RSS, 3 pods (MiB)", "100.0", "50.0",
-		"throughput 10-way (lifecycles/s)",
+		"RunPodSandbox", "100", "300", "80.0", "28.0", "0.35", "≤ 0.35", "crio",
+		"PullImage (realistic)", "ListPodSandbox, 3 pods",
+		"daemon RSS, 3 pods (MiB)", "monitor processes' RSS, 3 pods (MiB)",
+		"throughput 10-way (lifecycles/s)", "podbay / best anchor, p50",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text table lacks %q:\n%s", want, text.String())
 		}
 	}
-	// Run, throughput (1.0 < 2), scale ListPodSandbox, 1 RSS row with data
-	// out of 4 with values; rows without data have "-".
-	if !strings.Contains(text.String(), "targets met: 3 of ") {
+	// Run (0.35: met), pull realistic (0.35: met), throughput (1.0 < 2.5),
+	// daemon RSS (30/80 ≤ 0.5: met), monitor RSS (15/40 > 0.25); Stop,
+	// from scratch and Create+Start have no data ("-", counted).
+	if !strings.Contains(text.String(), "targets met: 3 of 8") {
 		t.Errorf("score line:\n%s", text.String())
 	}
-	if !strings.HasPrefix(md.String(), "a run\n\n| operation") || !strings.Contains(md.String(), "| RunPodSandbox | 100 | 300 | 40.0 | 120 | 0.40 | ≤ 0.5 | met |") ||
-		!strings.Contains(md.String(), "**NOT MET**") || !strings.HasSuffix(md.String(), " a note.\n") {
+	if !strings.HasPrefix(md.String(), "every daemon on the same conflist") ||
+		!strings.Contains(md.String(), "| RunPodSandbox | 100 | 300 | 80.0 | 240 | 10.0 | 30.0 | 28.0 | 84.0 | 0.35 | crio | ≤ 0.35 | met |") ||
+		!strings.Contains(md.String(), "**NOT MET**") {
 		t.Errorf("markdown:\n%s", md.String())
+	}
+	own := buildTable(o, ts, ts[4], 4)
+	if own.cols[own.pb] != "podbay-own" || !strings.Contains(own.heading(), "own default network") {
+		t.Errorf("the podbay-own table: %v, %q", own.cols, own.heading())
+	}
+	// Without the headline anchors, the ratio is against the others.
+	alone := buildTable(o, []*target{ts[2], ts[3]}, ts[3], 4)
+	if v, col := alone.best(alone.rows[0]); v != 10 || col != 0 {
+		t.Errorf("best without headline anchors = %v, %d", v, col)
 	}
 }
 
 func TestParseCompareFlags(t *testing.T) {
-	base := []string{"-containerd-socket", "/c.sock", "-containerd-log-dir", "/c", "-podbay-socket", "/p.sock", "-podbay-log-dir", "/p", "-image", "busybox"}
+	base := []string{"-crio-socket", "/c.sock", "-crio-log-dir", "/c", "-podbay-socket", "/p.sock", "-podbay-log-dir", "/p", "-image", "busybox"}
 	o, err := parseCompareFlags(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.n != 50 || o.rounds != 5 || o.scalePods != 1000 || o.concurrency != 10 {
+	if o.n != 50 || o.bigN != 50 || o.rounds != 5 || o.scalePods != 300 || o.concurrency != 10 {
 		t.Errorf("defaults: %+v", o)
+	}
+	if len(o.sides) != 2 || o.sides[0].name != "crio" || o.sides[1].name != "podbay" {
+		t.Errorf("sides: %+v", o.sides)
 	}
 	for _, bad := range [][]string{
 		{"-image", "busybox"},
+		{"-podbay-socket", "/p.sock", "-podbay-log-dir", "/p", "-image", "busybox"},
+		{"-crio-socket", "/c.sock", "-crio-log-dir", "/c", "-image", "busybox"},
+		{"-crio-socket", "/c.sock", "-podbay-socket", "/p.sock", "-podbay-log-dir", "/p", "-image", "busybox"},
 		append(append([]string{}, base...), "-rounds", "60"),
+		append(append([]string{}, base...), "-big-image", "big", "-big-n", "2"),
 		append(append([]string{}, base...), "-stop-timeout", "1500ms"),
 		append(append([]string{}, base...), "-scale", "-1"),
 		append(append([]string{}, base...), "extra"),

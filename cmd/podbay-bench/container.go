@@ -43,11 +43,16 @@ const containerName = "bench"
 // timeout and SIGKILL.
 func (m *mode) containerLifecycle(podID string, pod *runtimeapi.PodSandboxConfig) (total time.Duration, ok bool) {
 	podName := pod.GetMetadata().GetName()
+	cfg := m.b.containerFor(pod, m.b.opts.image)
+	if err := m.b.prepareContainer(cfg, pod); err != nil {
+		m.fail(fmt.Errorf("pod %s: %w", podName, err))
+		return 0, false
+	}
 	var id string
 	d, err := m.call(rpcCreate, func(ctx context.Context) error {
 		resp, err := m.b.client.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 			PodSandboxId:  podID,
-			Config:        m.b.containerConfig(),
+			Config:        cfg,
 			SandboxConfig: pod,
 		})
 		id = resp.GetContainerId()
@@ -199,6 +204,17 @@ func (b *bench) containerConfig() *runtimeapi.ContainerConfig {
 			},
 		},
 	}
+}
+
+// containerFor is the bench container of pod, with image: the kubelet's
+// with -kubelet.
+func (b *bench) containerFor(pod *runtimeapi.PodSandboxConfig, image string) *runtimeapi.ContainerConfig {
+	c := b.containerConfig()
+	c.Image.Image = image
+	if b.opts.kubelet {
+		b.kubeletContainer(c, pod)
+	}
+	return c
 }
 
 // cleanupContainers stops and removes the containers of this run the

@@ -85,6 +85,7 @@ type options struct {
 	daemon       []string      // the restart mode's podbayd command line
 	daemonLog    string        // where the restart mode's podbayd logs
 	cgroupParent string        // the pods' cgroup parent; "" for the daemon's default
+	kubelet      bool          // configs as the kubelet sends them (kubelet.go)
 }
 
 func main() {

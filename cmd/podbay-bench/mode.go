@@ -228,6 +228,10 @@ func (m *mode) lifecycle(i int) {
 // runPod runs the pod cfg and returns its ID and the RPC's latency; ok is
 // false when it failed, and the mode is then aborted.
 func (m *mode) runPod(cfg *runtimeapi.PodSandboxConfig) (id string, d time.Duration, ok bool) {
+	if err := m.b.preparePod(cfg); err != nil {
+		m.fail(fmt.Errorf("pod %s: %w", cfg.GetMetadata().GetName(), err))
+		return "", 0, false
+	}
 	d, err := m.call(rpcRun, func(ctx context.Context) error {
 		resp, err := m.b.client.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: m.b.opts.handler})
 		id = resp.GetPodSandboxId()
@@ -385,8 +389,13 @@ func (b *bench) listPods() ([]string, error) {
 // podConfig is pod i of the mode at concurrency c: its metadata is unique
 // across modes and across runs against the same daemon.
 func (b *bench) podConfig(c, i int) *runtimeapi.PodSandboxConfig {
-	name := fmt.Sprintf("bench-%s-c%d-%d", b.runID, c, i)
-	return &runtimeapi.PodSandboxConfig{
+	return b.namedPodConfig(fmt.Sprintf("bench-%s-c%d-%d", b.runID, c, i))
+}
+
+// namedPodConfig is the config of pod name (its UID too), the kubelet's
+// with -kubelet.
+func (b *bench) namedPodConfig(name string) *runtimeapi.PodSandboxConfig {
+	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      name,
 			Namespace: podNamespace,
@@ -397,12 +406,19 @@ func (b *bench) podConfig(c, i int) *runtimeapi.PodSandboxConfig {
 		Labels:       map[string]string{labelRun: b.runID},
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: b.opts.cgroupParent},
 	}
+	if b.opts.kubelet {
+		b.kubeletPod(cfg)
+	}
+	return cfg
 }
 
 // logDir is the log directory of pod name, or "" without -log-dir.
 func (b *bench) logDir(name string) string {
 	if b.opts.logDir == "" {
 		return ""
+	}
+	if b.opts.kubelet {
+		return filepath.Join(b.opts.logDir, kubeletLogDir(podNamespace, name, name))
 	}
 	return filepath.Join(b.opts.logDir, name)
 }
@@ -425,7 +441,11 @@ func (b *bench) removeLogDirs() error {
 	if b.opts.logDir == "" {
 		return nil
 	}
-	dirs, err := filepath.Glob(filepath.Join(b.opts.logDir, "bench-"+b.runID+"-*"))
+	pattern := "bench-" + b.runID + "-*"
+	if b.opts.kubelet {
+		pattern = podNamespace + "_" + pattern
+	}
+	dirs, err := filepath.Glob(filepath.Join(b.opts.logDir, pattern))
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/podbay/podbay/internal/atomicfile"
@@ -76,6 +77,29 @@ type options struct {
 	nodeE2E   bool
 	agnhost   string
 	imagesDir string
+
+	extra []extraImage // --image
+}
+
+// extraImage is an --image: REPOSITORY:TAG=LAYER.tar.gz[,LAYER.tar.gz...],
+// served after the default set, its layers on top of the busybox layer.
+type extraImage struct {
+	repository, tag string
+	layers          []string
+}
+
+type extraImages []extraImage
+
+func (l *extraImages) String() string { return fmt.Sprint(len(*l), " images") }
+
+func (l *extraImages) Set(v string) error {
+	ref, files, ok := strings.Cut(v, "=")
+	repo, tag, okTag := strings.Cut(ref, ":")
+	if !ok || !okTag || repo == "" || tag == "" || files == "" {
+		return fmt.Errorf("want REPOSITORY:TAG=LAYER.tar.gz[,LAYER.tar.gz...], got %q", v)
+	}
+	*l = append(*l, extraImage{repository: repo, tag: tag, layers: strings.Split(files, ",")})
+	return nil
 }
 
 func main() {
@@ -113,11 +137,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.nodeE2E, "node-e2e", false, "serve stand-ins for the images of Kubernetes' node e2e suite under their upstream names instead of the default set (needs --standin and --agnhost)")
 	fs.StringVar(&o.agnhost, "agnhost", "", "static agnhost `binary` (with --node-e2e)")
 	fs.StringVar(&o.imagesDir, "k8s-images-dir", "", "the k8s.io/kubernetes module's test/images `dir`, for agnhost's certificate and the kitten and nautilus pages (with --node-e2e)")
+	fs.Var((*extraImages)(&o.extra), "image", "also serve `REPOSITORY:TAG=LAYER.tar.gz[,...]`: the busybox layer and these gzip-compressed tar layers, as given (repeatable; with the default set)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if len(o.extra) > 0 && (o.critest || o.nodeE2E) {
+		return o, errors.New("--image goes with the default set, not --critest or --node-e2e")
 	}
 	if o.password != "" && o.username == "" {
 		return o, errors.New("--password needs --username")
@@ -143,7 +171,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 // imageSet returns the specs to serve.
 func imageSet(ctx context.Context, o options, stderr io.Writer) ([]testimage.Spec, error) {
 	if !o.critest && !o.nodeE2E {
-		return testimage.DefaultImages(testimage.DefaultOptions{Prefix: o.prefix, PauseBinary: o.pauseBinary}), nil
+		specs := testimage.DefaultImages(testimage.DefaultOptions{Prefix: o.prefix, PauseBinary: o.pauseBinary})
+		for _, e := range o.extra {
+			spec := testimage.Spec{Repository: e.repository, Tags: []string{e.tag}}
+			for _, f := range e.layers {
+				gz, err := os.ReadFile(f)
+				if err != nil {
+					return nil, fmt.Errorf("--image %s:%s: %w", e.repository, e.tag, err)
+				}
+				spec.CompressedLayers = append(spec.CompressedLayers, gz)
+			}
+			specs = append(specs, spec)
+		}
+		return specs, nil
 	}
 	prefers, err := testimage.ShellPrefersApplets(ctx, o.busybox)
 	if err != nil {

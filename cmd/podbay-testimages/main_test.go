@@ -212,3 +212,24 @@ func TestCritestServe(t *testing.T) {
 		t.Fatal("run did not return after cancel")
 	}
 }
+
+func TestParseFlagsImage(t *testing.T) {
+	o, err := parseFlags([]string{"--image", "bench/python:3.11=/a.tar.gz,/b.tar.gz", "--image", "x/y:1=/c.tar.gz"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.extra) != 2 || o.extra[0].repository != "bench/python" || o.extra[0].tag != "3.11" ||
+		len(o.extra[0].layers) != 2 || o.extra[0].layers[1] != "/b.tar.gz" || o.extra[1].repository != "x/y" {
+		t.Errorf("extra images: %+v", o.extra)
+	}
+	for _, bad := range [][]string{
+		{"--image", "bench/python=/a.tar.gz"},
+		{"--image", "bench/python:3.11"},
+		{"--image", "bench/python:3.11="},
+		{"--image", "bench/python:3.11=/a.tar.gz", "--critest", "--standin", "/s"},
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) succeeded", bad)
+		}
+	}
+}

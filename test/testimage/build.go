@@ -1,8 +1,11 @@
 package testimage
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -108,6 +111,13 @@ func (b *Builder) build(ctx context.Context, spec Spec) (Artifact, error) {
 	raws := make([]v1.Layer, 0, len(spec.RawLayers))
 	for _, raw := range spec.RawLayers {
 		raws = append(raws, rawLayer(raw))
+	}
+	for i, gz := range spec.CompressedLayers {
+		l, err := compressedLayer(gz)
+		if err != nil {
+			return Artifact{}, fmt.Errorf("compressed layer %d: %w", i, err)
+		}
+		raws = append(raws, l)
 	}
 
 	mt := spec.Format.mediaTypes()
@@ -236,6 +246,20 @@ func treeLayer(t *tree) (v1.Layer, error) {
 // rawLayer makes a layer of the uncompressed tar raw, as given.
 func rawLayer(raw []byte) v1.Layer {
 	return newMemLayer(raw, gzipBytes(raw))
+}
+
+// compressedLayer makes the layer of the gzip-compressed tar gz, served
+// as given.
+func compressedLayer(gz []byte) (v1.Layer, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, err
+	}
+	tarball, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, err
+	}
+	return newMemLayer(tarball, gz), nil
 }
 
 // filesLayer makes the layer of a Spec's Files over a base that has the

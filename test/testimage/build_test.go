@@ -285,3 +285,48 @@ func TestBuildRawLayers(t *testing.T) {
 		t.Error("raw layers do not build deterministically")
 	}
 }
+
+// TestBuildCompressedLayers: compressed layers follow the raw ones, served
+// as the gzip given, their diff ID the tar's; a layer that is not gzip is
+// an error.
+func TestBuildCompressedLayers(t *testing.T) {
+	t.Parallel()
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "b", Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gz := gzipBytes(tb.Bytes())
+	spec := Spec{Repository: "test/gz", Base: BaseScratch, RawLayers: [][]byte{tb.Bytes()}, CompressedLayers: [][]byte{gz}}
+	img := mustBuild(t, NewBuilder(""), spec).Image
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 2 {
+		t.Fatalf("%d layers, want the raw layer and the compressed one", len(layers))
+	}
+	rc, err := layers[1].Compressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, gz) {
+		t.Error("compressed layer differs from the one given")
+	}
+	d0, _ := layers[0].DiffID()
+	d1, _ := layers[1].DiffID()
+	if d0 != d1 {
+		t.Error("the compressed layer's diff ID is not its tar's")
+	}
+	if _, err := NewBuilder("").Build(context.Background(), Spec{Repository: "test/gz", Base: BaseScratch, CompressedLayers: [][]byte{tb.Bytes()}}); err == nil {
+		t.Error("a compressed layer that is not gzip built")
+	}
+}

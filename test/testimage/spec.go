@@ -95,6 +95,10 @@ type Spec struct {
 	// links pointing out of it, whiteouts), for tests of how a runtime
 	// unpacks a hostile layer.
 	RawLayers [][]byte
+	// CompressedLayers are gzip-compressed tar archives, each appended
+	// as given after the RawLayers, its compressed form served as is
+	// (podbay-testimages --image: large layers built once and cached).
+	CompressedLayers [][]byte
 	// Config is the image's runtime configuration.
 	Config Config
 	// Platforms are "os/arch[/variant]", such as "linux/arm/v7". None means
