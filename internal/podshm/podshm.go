@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSize is the tmpfs's size limit, containerd's and CRI-O's (and the
-// per-container /dev/shm's of podbay's base spec).
+// DefaultSize is containerd's and CRI-O's size limit (and that of the
+// per-container /dev/shm of podbay's base spec); podbayd's is shm_size.
 const DefaultSize = 64 << 20
 
 // Root is the directory of every pod's shm under podbayd's state dir,

@@ -179,7 +179,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 		defer rb.OnError(ctx, &retErr, "remove pod shm", func(context.Context) error {
 			return podshm.Remove(rec.ShmPath)
 		})
-		if err := podshm.Mount(rec.ShmPath, podshm.DefaultSize); err != nil {
+		if err := podshm.Mount(rec.ShmPath, s.current().Config().ShmSizeBytes()); err != nil {
 			return nil, err
 		}
 		if err := s.hit(ctx, "run.shm"); err != nil {

@@ -44,7 +44,7 @@ func hostMounted(t *testing.T, dir string) bool {
 // share one /dev/shm, a 64 MiB tmpfs under the state dir (<state>/shm/<id>),
 // as in containerd and CRI-O, in a pod without a pause process (the
 // default kind) and in one with; a host IPC pod sees the node's /dev/shm.
-// Stop unmounts the tmpfs, Remove deletes its dir; a restart keeps it
+// shm_size sets its size. Stop unmounts the tmpfs, Remove deletes its dir; a restart keeps it
 // shared (a container made after it too) and Remove after the restart
 // cleans up; a daemon killed just after the mount leaves a tmpfs that the
 // restart releases.
@@ -148,6 +148,16 @@ func TestPodSharesShm(t *testing.T) {
 		}
 		e.stopAndRemove(t, pod.id)
 		e.assertNoLeaks(t)
+	})
+
+	t.Run("shm_size", func(t *testing.T) {
+		small, images := newContainerEnvWith(t, envOptions{topConfig: `shm_size = "8Mi"`}, "busybox")
+		pod := small.runTestPod(t, "shm-small")
+		id, _ := small.runContainer(t, pod, containerConfig("s", images.ref("busybox"), ctrCommand("sleep", "3600")))
+		if fstype, opts := small.shmMount(t, id); fstype != "tmpfs" || !strings.Contains(opts, "size=8192k") {
+			t.Errorf("shm_size 8Mi: /dev/shm %s %s, want a tmpfs of 8192k", fstype, opts)
+		}
+		small.stopAndRemove(t, pod.id)
 	})
 
 	// Killed just after the mount: the restarted daemon undoes the
