@@ -47,9 +47,11 @@ func Mount(dir string, size int64) (err error) {
 	if size <= 0 || size%1024 != 0 {
 		return fmt.Errorf("pod shm size %d: must be a positive multiple of 1024", size)
 	}
-	// The root is traversable (not listable) by a user-namespaced pod's
-	// root, which runc's bind mount resolves the path as.
-	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+	// Each tmpfs is mode 1777, as /dev/shm is, for the pod's users; the
+	// root keeps the node's other users out of it. runc opens a bind
+	// mount's source before it enters a pod's user namespace, so a
+	// user-namespaced pod needs no more.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return fmt.Errorf("create pod shm root: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
