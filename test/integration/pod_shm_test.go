@@ -142,7 +142,9 @@ func TestPodSharesShm(t *testing.T) {
 			t.Errorf("host IPC pod made a pod shm: %v", entries)
 		}
 		id, _ := e.runContainer(t, pod, containerConfig("h", ti.ref("busybox"), ctrCommand("sleep", "3600"),
-			func(c *runtimeapi.ContainerConfig) { c.Linux.SecurityContext.NamespaceOptions.Ipc = runtimeapi.NamespaceMode_NODE }))
+			func(c *runtimeapi.ContainerConfig) {
+				c.Linux.SecurityContext.NamespaceOptions.Ipc = runtimeapi.NamespaceMode_NODE
+			}))
 		if got := e.execOutput(t, id, "cat", "/dev/shm/"+name); got != "host" {
 			t.Errorf("host IPC container reads %q from the host's /dev/shm", got)
 		}
