@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/podbay/podbay/internal/annotations"
+	"github.com/podbay/podbay/internal/quantity"
 )
 
 // DefaultPath is where podbayd looks for its configuration file.
@@ -95,6 +97,12 @@ type Config struct {
 	// runs the pause container for every pod. Decided per pod at
 	// RunPodSandbox: a reload changes new pods only.
 	SandboxProcess string `toml:"sandbox_process"`
+	// ShmSize is the size of the /dev/shm tmpfs a pod with its own IPC
+	// namespace shares among its containers on an oci handler, as a
+	// Kubernetes quantity ("64Mi", containerd's and CRI-O's size) from 1Mi
+	// to 1Ti, rounded up to whole KiB. A reload changes new pods only. See
+	// ShmSizeBytes.
+	ShmSize string `toml:"shm_size"`
 	// PauseImage is the image of every sandbox container. When it is the
 	// default and cannot be pulled, podbayd makes it from PauseBinary.
 	PauseImage string `toml:"pause_image"`
@@ -299,6 +307,7 @@ func Default() *Config {
 		MonitorSlice:        "system.slice",
 		RestrictOOMScoreAdj: "auto",
 		SandboxProcess:      SandboxProcessAuto,
+		ShmSize:             DefaultShmSize,
 		Conmon:              "conmon",
 		PauseImage:          DefaultPauseImage,
 		DefaultRuntime:      "runc",
@@ -424,6 +433,9 @@ func (c *Config) Validate() error {
 	case SandboxProcessAuto, SandboxProcessAlways:
 	default:
 		errs = append(errs, fmt.Errorf("sandbox_process %q: want %s or %s", c.SandboxProcess, SandboxProcessAuto, SandboxProcessAlways))
+	}
+	if _, err := parseShmSize(c.ShmSize); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SandboxTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("sandbox_timeout must be positive"))
@@ -593,3 +605,37 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // MarshalText formats the duration.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(formatDuration(int64(d))), nil }
+
+// DefaultShmSize is shm_size's default: containerd's and CRI-O's pod
+// /dev/shm size.
+const DefaultShmSize = "64Mi"
+
+// ShmSizeBytes is shm_size in bytes; the default's for a value Validate
+// refuses.
+func (c *Config) ShmSizeBytes() int64 {
+	n, err := parseShmSize(c.ShmSize)
+	if err != nil {
+		n, _ = parseShmSize(DefaultShmSize)
+	}
+	return n
+}
+
+// parseShmSize parses shm_size: a whole number of bytes from 1Mi (smaller
+// breaks programs that expect a usable /dev/shm) to 1Ti, rounded up to
+// whole KiB. An empty value is the default.
+func parseShmSize(s string) (int64, error) {
+	if s == "" {
+		s = DefaultShmSize
+	}
+	q, err := quantity.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("shm_size %q: %w", s, err)
+	}
+	const lo, hi = 1 << 20, 1 << 40
+	if !q.IsInt() || q.Cmp(big.NewRat(lo, 1)) < 0 || q.Cmp(big.NewRat(hi, 1)) > 0 {
+		return 0, fmt.Errorf("shm_size %q: want a whole number of bytes from 1Mi to 1Ti", s)
+	}
+	// Rounded up to whole KiB, the unit of tmpfs's size option.
+	n := q.Num().Int64()
+	return (n + 1023) &^ 1023, nil
+}

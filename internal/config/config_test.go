@@ -137,26 +137,30 @@ func TestLoadRejects(t *testing.T) {
 		}
 	}
 	for name, mod := range map[string]func(*Config){
-		"relative root":       func(c *Config) { c.Root = "var/lib" },
-		"bad level":           func(c *Config) { c.LogLevel = "loud" },
-		"bad cg driver":       func(c *Config) { c.CgroupDriver = "systemd-ish" },
-		"bad order":           func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", NetworkOrder: "sideways"} },
-		"no default rt":       func(c *Config) { c.DefaultRuntime = "kata" },
-		"bad oom":             func(c *Config) { c.RestrictOOMScoreAdj = "maybe" },
-		"bad sandbox_process": func(c *Config) { c.SandboxProcess = "never" },
-		"bad driver":          func(c *Config) { c.Image.Driver = "btrfs" },
-		"stream any":          func(c *Config) { c.StreamAddress = "0.0.0.0" },
-		"stream name":         func(c *Config) { c.StreamAddress = "localhost" },
-		"stream port":         func(c *Config) { c.StreamPort = 70000 },
-		"stream idle":         func(c *Config) { c.StreamIdleTimeout = 0 },
-		"tls no key":          func(c *Config) { c.StreamTLSCert = "/c.pem" },
-		"tls no cert":         func(c *Config) { c.StreamTLSKey = "/k.pem" },
-		"tls ca alone":        func(c *Config) { c.StreamTLSCA = "/ca.pem" },
-		"plugin timeout":      func(c *Config) { c.Network.PluginTimeout = 0 },
-		"pull progress":       func(c *Config) { c.Image.PullProgressTimeout = -1 },
-		"rt timeout":          func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Timeout: -1} },
-		"bad type":            func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Type: "wasm"} },
-		"oci options":         func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", RuntimePath: "/usr/sbin/runc"} },
+		"relative root":           func(c *Config) { c.Root = "var/lib" },
+		"bad level":               func(c *Config) { c.LogLevel = "loud" },
+		"bad cg driver":           func(c *Config) { c.CgroupDriver = "systemd-ish" },
+		"bad order":               func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", NetworkOrder: "sideways"} },
+		"no default rt":           func(c *Config) { c.DefaultRuntime = "kata" },
+		"bad oom":                 func(c *Config) { c.RestrictOOMScoreAdj = "maybe" },
+		"bad sandbox_process":     func(c *Config) { c.SandboxProcess = "never" },
+		"shm_size not a quantity": func(c *Config) { c.ShmSize = "lots" },
+		"shm_size too small":      func(c *Config) { c.ShmSize = "64Ki" },
+		"shm_size too large":      func(c *Config) { c.ShmSize = "2Ti" },
+		"shm_size fraction":       func(c *Config) { c.ShmSize = "1.5" },
+		"bad driver":              func(c *Config) { c.Image.Driver = "btrfs" },
+		"stream any":              func(c *Config) { c.StreamAddress = "0.0.0.0" },
+		"stream name":             func(c *Config) { c.StreamAddress = "localhost" },
+		"stream port":             func(c *Config) { c.StreamPort = 70000 },
+		"stream idle":             func(c *Config) { c.StreamIdleTimeout = 0 },
+		"tls no key":              func(c *Config) { c.StreamTLSCert = "/c.pem" },
+		"tls no cert":             func(c *Config) { c.StreamTLSKey = "/k.pem" },
+		"tls ca alone":            func(c *Config) { c.StreamTLSCA = "/ca.pem" },
+		"plugin timeout":          func(c *Config) { c.Network.PluginTimeout = 0 },
+		"pull progress":           func(c *Config) { c.Image.PullProgressTimeout = -1 },
+		"rt timeout":              func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Timeout: -1} },
+		"bad type":                func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Type: "wasm"} },
+		"oci options":             func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", RuntimePath: "/usr/sbin/runc"} },
 		"both options": func(c *Config) {
 			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", RuntimeRoot: "/run/x", ConfigPath: "/etc/kata.toml"}
 		},
@@ -223,5 +227,24 @@ disable_connections = true
 	c.NRI = NRI{Enable: false, SocketPath: "relative"}
 	if err := c.Validate(); err != nil {
 		t.Errorf("disabled NRI with unused bad settings: %v", err)
+	}
+}
+
+func TestShmSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"", 64 << 20}, {"64Mi", 64 << 20}, {"1Gi", 1 << 30}, {"1Mi", 1 << 20}, {"2M", 1954 * 1024}, {"1048577", 1<<20 + 1024},
+	} {
+		c := Default()
+		c.ShmSize = tc.in
+		if err := c.Validate(); err != nil {
+			t.Errorf("shm_size %q: %v", tc.in, err)
+			continue
+		}
+		if got := c.ShmSizeBytes(); got != tc.want {
+			t.Errorf("shm_size %q: %d bytes, want %d", tc.in, got, tc.want)
+		}
 	}
 }

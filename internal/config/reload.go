@@ -93,6 +93,7 @@ var liveKeys = map[string]bool{
 	"pause_image":                  true,
 	"sandbox_timeout":              true,
 	"sandbox_process":              true,
+	"shm_size":                     true,
 	"image.registries_conf":        true,
 	"image.registries_conf_dir":    true,
 	"image.signature_policy":       true,

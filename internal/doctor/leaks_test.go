@@ -201,6 +201,8 @@ func TestClassifyMounts(t *testing.T) {
 		"106 22 0:53 / /var/lib/podbay/with\\040space rw - tmpfs tmpfs rw",
 		// A pinned pod's IPC namespace (podns), left by a pod no record owns.
 		"107 22 0:4 ipc:[4026532002] /run/podbay/pinns/" + orphanPod + "/ipc rw - nsfs nsfs rw",
+		// A pod's shared /dev/shm (podshm), left by a pod no record owns.
+		"108 22 0:54 / /run/podbay/shm/" + orphanPod + " rw,nosuid,nodev,noexec - tmpfs shm rw,size=65536k",
 	}, "\n")
 	s := mountScopeT{
 		dirs:   []string{"/var/lib/podbay", "/run/podbay", "/var/lib/podbay/storage", "/run/podbay/storage"},
@@ -216,10 +218,11 @@ func TestClassifyMounts(t *testing.T) {
 	if len(rootfses) != 2 || rootfses[0].MountPoint != "/var/lib/podbay/storage/overlay/"+id('1')+"/merged" || rootfses[1].MountPoint != "" {
 		t.Errorf("rootfses: %+v", rootfses)
 	}
-	if len(mounts) != 3 ||
+	if len(mounts) != 4 ||
 		mounts[0].Layer != id('2') || mounts[0].ID != "" || mounts[0].FSType != "overlay" ||
 		mounts[1].ID != orphanCtr || mounts[1].FSType != "nsfs" ||
-		mounts[2].ID != orphanPod || mounts[2].FSType != "nsfs" || mounts[2].Point != "/run/podbay/pinns/"+orphanPod+"/ipc" {
+		mounts[2].ID != orphanPod || mounts[2].FSType != "nsfs" || mounts[2].Point != "/run/podbay/pinns/"+orphanPod+"/ipc" ||
+		mounts[3].ID != orphanPod || mounts[3].FSType != "tmpfs" || mounts[3].Point != "/run/podbay/shm/"+orphanPod {
 		t.Errorf("mounts: %+v", mounts)
 	}
 }
@@ -294,6 +297,7 @@ func TestScanFiles(t *testing.T) {
 	mk("state/runtimes/vm/pods/" + orphanPod)
 	mk("state/runtimes/vm/containers/" + orphanCtr)
 	mk("shimrunc/podbay/" + orphanPod)
+	mk("state/shm/" + orphanPod)
 	var got []string
 	for _, d := range scanDirs(cfg) {
 		rel, _ := filepath.Rel(dir, d.Path)
@@ -303,6 +307,7 @@ func TestScanFiles(t *testing.T) {
 	want := []string{
 		"container dir root/containers/" + orphanCtr,
 		"exit file (runc) state/exits/runc/POD",
+		"pod shm dir state/shm/POD",
 		"runtime state (runc) state/runtimes/runc/POD",
 		"sandbox dir root/sandboxes/POD",
 		"sandbox dir root/sandboxes/not-an-id",

@@ -22,6 +22,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/podns"
+	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/procfs"
 )
 
@@ -540,6 +541,8 @@ func scanDirs(cfg *config.Config) []Dir {
 	list(filepath.Join(cfg.State, "attach"), "conmon attach link", false)
 	// A pinned pod's namespaces; mounted ones are reported as mounts too.
 	list(podns.Root(cfg.State), "pinned pod namespaces dir", false)
+	// A pod's shared /dev/shm; a mounted one is reported as a mount too.
+	list(podshm.Root(cfg.State), "pod shm dir", false)
 	for _, name := range cfg.RuntimeNames() {
 		rt := cfg.Runtimes[name]
 		if rt.Type == config.TypeVM {

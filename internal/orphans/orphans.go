@@ -1,7 +1,8 @@
 // Package orphans releases what podbay holds on the host that no sandbox
 // or container record owns: the runtimes' containers (killed and deleted
 // first), network namespaces named podbay-<id>, the pinned IPC and UTS
-// namespaces of pods without a sandbox process (<state>/pinns/<id>), CNI
+// namespaces of pods without a sandbox process (<state>/pinns/<id>), pods'
+// shared /dev/shm tmpfs (<state>/shm/<id>), CNI
 // attachments in podbay's private libcni cache (which hold IPAM
 // reservations and host rules), root filesystems and image volumes in podbay's storage, and
 // sandbox and container dirs. The daemon runs it once at start-up, when
@@ -18,6 +19,7 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/podns"
+	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -53,6 +55,8 @@ type Host struct {
 	// PinRoot holds the pin directories of pods without a sandbox
 	// process (podns.Root).
 	PinRoot string
+	// ShmRoot holds the pods' shared /dev/shm mounts (podshm.Root).
+	ShmRoot string
 	Network Network
 	NetNS   NetNS
 	Images  Images
@@ -78,6 +82,12 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 	if h.PinRoot != "" {
 		if pinDirs, err = podns.List(h.PinRoot); err != nil {
 			log.G(ctx).Error("list pinned pod namespaces", "err", err)
+		}
+	}
+	var shmDirs []string
+	if h.ShmRoot != "" {
+		if shmDirs, err = podshm.List(h.ShmRoot); err != nil {
+			log.G(ctx).Error("list pod shm mounts", "err", err)
 		}
 	}
 	rootfses, err := h.Images.Rootfses(ctx)
@@ -137,6 +147,17 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 			log.G(ctx).Error("remove orphaned pinned namespaces", "pod", id, "err", err)
 		} else {
 			log.G(ctx).Info("removed orphaned pinned namespaces", "pod", id)
+		}
+	}
+	// After the runtimes: no container of the pod is left to use it.
+	for _, id := range shmDirs {
+		if ids[id] || !objectid.Is(id) {
+			continue
+		}
+		if err := podshm.Remove(podshm.Dir(h.ShmRoot, id)); err != nil {
+			log.G(ctx).Error("remove orphaned pod shm", "pod", id, "err", err)
+		} else {
+			log.G(ctx).Info("removed orphaned pod shm", "pod", id)
 		}
 	}
 	for _, id := range rootfses {

@@ -94,6 +94,10 @@ type Traits struct {
 	// is no root filesystem to make, no monitor, no exit to watch, no
 	// pid; containers join the namespaces by path (Namespaces).
 	NoProcess bool
+	// PodShm: the pod's containers can share a tmpfs of the node's at
+	// /dev/shm (package podshm), which a VM, with its own kernel and
+	// /dev/shm, cannot.
+	PodShm bool
 }
 
 // Monitor names the process that watches this kind's sandbox and
@@ -194,9 +198,9 @@ func (k Kind) Traits() Traits {
 			BoundToInstance:   true,
 		}
 	case KindPinned:
-		return Traits{HostKernel: true, NoProcess: true}
+		return Traits{HostKernel: true, NoProcess: true, PodShm: true}
 	default:
-		return Traits{HostKernel: true}
+		return Traits{HostKernel: true, PodShm: true}
 	}
 }
 

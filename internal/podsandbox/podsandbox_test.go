@@ -83,7 +83,7 @@ func TestKindFor(t *testing.T) {
 // TestTraits pins what each kind declares: each field replaced a branch
 // on the handler's type in the server.
 func TestTraits(t *testing.T) {
-	pause := Traits{HostKernel: true}
+	pause := Traits{HostKernel: true, PodShm: true}
 	shim := Traits{CreateUsesNetwork: true, TeardownInOrder: true, SizedByUpdate: true, MonitorPerPod: true, BoundToInstance: true}
 	if got := NewPause(&fakeRuntime{}).Traits(); got != pause {
 		t.Errorf("pause traits %+v, want %+v", got, pause)

@@ -100,6 +100,12 @@ type Record struct {
 	// Pins are the paths of a pinned sandbox's namespaces, which its
 	// containers join; empty for the other kinds.
 	Pins Pins `json:"pins,omitzero"`
+	// ShmPath is the pod's own /dev/shm, a tmpfs its sandbox and
+	// containers bind (package podshm): set, before it is mounted, for a
+	// pod with its own IPC namespace on the node's kernel; empty for host
+	// IPC (the node's /dev/shm), a VM's pod and records written before it
+	// (a tmpfs per container).
+	ShmPath string `json:"shmPath,omitempty"`
 	// Pid is the sandbox container's init process, 0 until created; a
 	// pinned sandbox has none.
 	Pid int `json:"pid,omitempty"`

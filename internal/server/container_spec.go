@@ -51,6 +51,7 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 			PID:          pns.Pid,
 			IPCPath:      pns.IPC,
 			UTSPath:      pns.UTS,
+			ShmPath:      sbRec.ShmPath,
 			CgroupParent: sbRec.CgroupParent,
 			CgroupsPath:  s.cgroupSpecPath(sbRec.CgroupParent, rec.ID),
 			Privileged:   pod.Security.Privileged,

@@ -11,6 +11,7 @@ import (
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/orphans"
 	"github.com/podbay/podbay/internal/podsandbox"
+	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
@@ -230,6 +231,11 @@ func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 			return err
 		}
 	}
+	if rec.ShmPath != "" {
+		if err := podshm.Remove(rec.ShmPath); err != nil {
+			return err
+		}
+	}
 	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
 		return fmt.Errorf("remove sandbox root filesystem: %w", err)
 	}
@@ -290,6 +296,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		Root:     s.cfg.Root,
 		NetNSDir: s.cfg.NetNSDir,
 		PinRoot:  s.pinRoot(),
+		ShmRoot:  s.shmRoot(),
 		Network:  s.network,
 		NetNS:    s.netns,
 		Images:   s.images,

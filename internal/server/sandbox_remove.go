@@ -9,6 +9,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -86,6 +87,11 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 	}
 	if err := s.hit(ctx, "remove.netns"); err != nil {
 		return err
+	}
+	if rec.ShmPath != "" {
+		if err := podshm.Remove(rec.ShmPath); err != nil {
+			return err
+		}
 	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return fmt.Errorf("remove sandbox dir: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/podsandbox"
+	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -137,6 +138,12 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	} else {
 		rec.Image = pause.ID
 	}
+	// A pod with its own IPC namespace on the node's kernel gets one
+	// /dev/shm for all its containers (package podshm). Named before it
+	// is mounted, like the pins.
+	if pod.Namespaces.IPC != podrequest.NamespaceNode && ctl.Traits().PodShm {
+		rec.ShmPath = podshm.Dir(s.shmRoot(), id)
+	}
 	sb := sandbox.New(rec)
 
 	// Persisted before the host is touched, so a crash at any later step
@@ -167,6 +174,17 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	files, err := writeSandboxFiles(rec.Dir, pod, rec.NetworkMode == sandbox.ModeHost)
 	if err != nil {
 		return nil, err
+	}
+	if rec.ShmPath != "" {
+		defer rb.OnError(ctx, &retErr, "remove pod shm", func(context.Context) error {
+			return podshm.Remove(rec.ShmPath)
+		})
+		if err := podshm.Mount(rec.ShmPath, s.current().Config().ShmSizeBytes()); err != nil {
+			return nil, err
+		}
+		if err := s.hit(ctx, "run.shm"); err != nil {
+			return nil, err
+		}
 	}
 	timer.Phase("prepare")
 

@@ -20,6 +20,7 @@ func (s *Server) sandboxSpec(rec sandbox.Record, pod *podrequest.Pod, files sand
 	desc.NoProcess = s.sandboxKind(rec).Traits().NoProcess
 	desc.Hostname = files.HostnameValue
 	desc.NetNSPath = rec.NetworkSettings.SandboxKey
+	desc.ShmPath = rec.ShmPath
 	desc.HostNetwork = rec.NetworkMode == sandbox.ModeHost
 	desc.CgroupsPath = s.cgroupSpecPath(rec.CgroupParent, rec.ID)
 	desc.MinOOMScoreAdj = s.minOOMScore

@@ -20,8 +20,10 @@ type sandboxInfo struct {
 	Pid  int    `json:"pid"`
 	// SandboxKind is pause, shim or pinned (no sandbox process: Pid is
 	// 0 and Pins name its namespaces).
-	SandboxKind     string          `json:"sandboxKind"`
-	Pins            sandbox.Pins    `json:"pins,omitzero"`
+	SandboxKind string       `json:"sandboxKind"`
+	Pins        sandbox.Pins `json:"pins,omitzero"`
+	// ShmPath is the pod's shared /dev/shm on the host, if it has one.
+	ShmPath         string          `json:"shmPath,omitempty"`
 	State           sandbox.State   `json:"state"`
 	Phase           sandbox.Phase   `json:"phase"`
 	RuntimeHandler  string          `json:"runtimeHandler"`
@@ -46,7 +48,7 @@ func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 	if req.GetVerbose() {
 		info := sandboxInfo{
 			ID: rec.ID, Name: rec.Name, Pid: rec.Pid, State: rec.Phase.State(), Phase: rec.Phase,
-			SandboxKind: string(s.sandboxKind(rec)), Pins: rec.Pins,
+			SandboxKind: string(s.sandboxKind(rec)), Pins: rec.Pins, ShmPath: rec.ShmPath,
 			RuntimeHandler: rec.RuntimeHandler, NetworkMode: rec.NetworkMode,
 			NetworkOrder: rec.NetworkOrder, NetworkStopped: rec.Network == sandbox.NetworkReleased,
 			NetworkSettings: rec.NetworkSettings, Bundle: filepath.Join(rec.Dir, "bundle"),

@@ -14,6 +14,7 @@ import (
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/podsandbox"
+	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -118,6 +119,11 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 				return err
 			}
 		}
+	}
+	// Nothing of the pod runs any more: its /dev/shm goes, as CRI-O
+	// unmounts it at stop (the directory stays for Remove).
+	if err := s.releasePodShm(ctx, rec); err != nil {
+		return err
 	}
 	if rec.Phase == sandbox.PhaseStopping {
 		if _, err := s.advance(sb, (*sandbox.Record).FinishStop); err != nil {
@@ -309,4 +315,16 @@ func (s *Server) teardownNetwork(ctx context.Context, rec sandbox.Record) error 
 		return fmt.Errorf("tear down pod network: %w", err)
 	}
 	return nil
+}
+
+// releasePodShm unmounts the pod's /dev/shm, if it has one, once its
+// containers and sandbox process are gone. Idempotent.
+func (s *Server) releasePodShm(ctx context.Context, rec sandbox.Record) error {
+	if rec.ShmPath == "" {
+		return nil
+	}
+	if err := podshm.Unmount(rec.ShmPath); err != nil {
+		return err
+	}
+	return s.hit(ctx, "stop.shm")
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/podbay/podbay/internal/nri"
 	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/podsandbox"
+	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/podstats"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -441,6 +442,9 @@ func (s *Server) sandboxTraits(handler string) podsandbox.Traits {
 
 // pinRoot is where pinned sandboxes' namespaces are pinned (podns.Root).
 func (s *Server) pinRoot() string { return podns.Root(s.cfg.State) }
+
+// shmRoot is where pods' shared /dev/shm are mounted (podshm.Root).
+func (s *Server) shmRoot() string { return podshm.Root(s.cfg.State) }
 
 // podNamespaces are the paths of the namespaces rec's containers join:
 // its netns, and its pinned IPC and UTS namespaces or its sandbox

@@ -79,6 +79,9 @@ type Sandbox struct {
 	// and sysctls for a sandbox without a process (podsandbox's pinned
 	// kind), which runs nothing: it has no root and no args.
 	NoProcess bool
+	// ShmPath, when set, is the pod's /dev/shm, bound in place of the
+	// sandbox's own tmpfs (see Container's SandboxRef.ShmPath).
+	ShmPath string
 }
 
 // SandboxSpec builds the OCI spec of a sandbox container.
@@ -183,6 +186,13 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	}
 	s.Linux.Resources = res
 
+	if sb.ShmPath != "" {
+		for i := range s.Mounts {
+			if s.Mounts[i].Destination == "/dev/shm" {
+				s.Mounts[i] = bindMount(sb.ShmPath, "/dev/shm", false, PropagationPrivate)
+			}
+		}
+	}
 	for _, f := range sb.Files {
 		s.Mounts = append(s.Mounts, specs.Mount{
 			Destination: f.Dest, Type: "bind", Source: f.Source,

@@ -246,3 +246,34 @@ func TestSandboxSpecPrivilegedHostCapabilities(t *testing.T) {
 		t.Fatalf("privileged sandbox capabilities %v, want the host's", got)
 	}
 }
+
+// The pod's shm replaces the sandbox's own /dev/shm tmpfs, as it does a
+// container's (TestContainerMounts "sandbox shm"); without one the sandbox
+// keeps the base spec's tmpfs.
+func TestSandboxSpecShm(t *testing.T) {
+	for _, tc := range []struct {
+		name, shmPath string
+		want          specs.Mount
+	}{
+		{"own tmpfs", "", specs.Mount{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}}},
+		{"pod shm", "/run/podbay/shm/abc", specs.Mount{Destination: "/dev/shm", Type: "bind", Source: "/run/podbay/shm/abc", Options: []string{"rbind", "rprivate", "rw"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := base()
+			sb.ShmPath = tc.shmPath
+			s, err := SandboxSpec(sb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []specs.Mount
+			for _, m := range s.Mounts {
+				if m.Destination == "/dev/shm" {
+					got = append(got, m)
+				}
+			}
+			if len(got) != 1 || got[0].Type != tc.want.Type || got[0].Source != tc.want.Source || strings.Join(got[0].Options, ",") != strings.Join(tc.want.Options, ",") {
+				t.Fatalf("/dev/shm mounts %+v, want one %+v", got, tc.want)
+			}
+		})
+	}
+}

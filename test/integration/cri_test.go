@@ -189,6 +189,7 @@ type sandboxInfo struct {
 	Pid             int                       `json:"pid"`
 	SandboxKind     string                    `json:"sandboxKind"`
 	Pins            struct{ IPC, UTS string } `json:"pins"`
+	ShmPath         string                    `json:"shmPath"`
 	State           string                    `json:"state"`
 	RuntimeHandler  string                    `json:"runtimeHandler"`
 	NetworkMode     string                    `json:"networkMode"`

@@ -123,8 +123,8 @@ func TestPodWithoutPause(t *testing.T) {
 	check("running")
 	// An IPC object one container makes the other sees: a POSIX message
 	// queue (each container mounts the mqueue file system of the IPC
-	// namespace it joined). /dev/shm is each container's own tmpfs, for
-	// pods with and without a pause process alike.
+	// namespace it joined). /dev/shm is the pod's, shared
+	// (TestPodSharesShm).
 	if r := e.execSync(t, a, 10, "touch", "/dev/mqueue/podq"); r.ExitCode != 0 {
 		t.Fatalf("make a message queue: exit %d: %s", r.ExitCode, r.Stderr)
 	}

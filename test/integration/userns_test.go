@@ -145,6 +145,14 @@ func TestUserNamespacesIdmapped(t *testing.T) {
 	if st.Uid != 0 || st.Gid != 0 {
 		t.Errorf("the container root's file is owned by %d:%d on the host, want 0:0 (an idmapped mount)", st.Uid, st.Gid)
 	}
+	// The pod's /dev/shm (a mode 1777 tmpfs of the host's) is bound in a
+	// user namespace too, and the container's root can write to it.
+	e.execOutput(t, id, "sh", "-c", "echo u > /dev/shm/u")
+	if _, info := e.status(t, pod.id); info.ShmPath == "" {
+		t.Error("user-namespaced pod has no pod shm")
+	} else if data, err := os.ReadFile(filepath.Join(info.ShmPath, "u")); err != nil || string(data) != "u\n" {
+		t.Errorf("the container's /dev/shm/u on the host: %q, %v", data, err)
+	}
 	e.stopAndRemove(t, pod.id)
 
 	// The host's network with a user namespace (user_namespaces_host_network):
