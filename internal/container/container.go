@@ -5,6 +5,7 @@ package container
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,8 +96,13 @@ type Record struct {
 	Mounts      []Mount           `json:"mounts,omitempty"`
 	// LogPath is the absolute path of the CRI log file ("" = no log).
 	LogPath string `json:"logPath,omitempty"`
-	// Dir holds the bundle (config.json) and conmon's files.
+	// Dir is the container's directory under the root: its checkpoint
+	// and restore files, and the bundle of records without Bundle.
 	Dir string `json:"dir"`
+	// Bundle is the OCI bundle (config.json) and conmon's persist dir,
+	// under the state dir (a tmpfs, as containerd's and CRI-O's are).
+	// Records written before it keep theirs in Dir; see BundleDir.
+	Bundle string `json:"bundle,omitempty"`
 	// CgroupPath is the container's cgroup, relative to the hierarchies.
 	CgroupPath string `json:"cgroupPath"`
 	// User is the identity the container's process runs as, as resolved
@@ -126,6 +132,15 @@ type Record struct {
 	// Config is the CRI ContainerConfig as protobuf JSON, kept for
 	// verbose ContainerStatus, checkpoints and a podbay before Request.
 	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// BundleDir is the container's OCI bundle: Bundle, or for a record
+// written before bundles moved to the state dir, Dir/bundle.
+func (r Record) BundleDir() string {
+	if r.Bundle != "" {
+		return r.Bundle
+	}
+	return filepath.Join(r.Dir, "bundle")
 }
 
 // Container is one container in memory.

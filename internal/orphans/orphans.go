@@ -4,8 +4,8 @@
 // namespaces of pods without a sandbox process (<state>/pinns/<id>), pods'
 // shared /dev/shm tmpfs (<state>/shm/<id>), CNI
 // attachments in podbay's private libcni cache (which hold IPAM
-// reservations and host rules), root filesystems and image volumes in podbay's storage, and
-// sandbox and container dirs. The daemon runs it once at start-up, when
+// reservations and host rules), root filesystems and image volumes in podbay's storage,
+// sandbox and container dirs, and their OCI bundles (<state>/bundles/<id>). The daemon runs it once at start-up, when
 // recovery has reconciled every record (internal/server's Recover).
 package orphans
 
@@ -48,10 +48,13 @@ type Images interface {
 // Host is where the orphans are looked for.
 type Host struct {
 	// Root is podbay's root dir (sandboxes/, containers/ and the
-	// runtimes' bundles under it); NetNSDir where the namespaces are
-	// pinned.
+	// bundles of records written before BundleRoot under them); NetNSDir
+	// where the namespaces are pinned.
 	Root     string
 	NetNSDir string
+	// BundleRoot holds the containers' and sandboxes' OCI bundles, one
+	// dir per ID (config.BundlesRoot).
+	BundleRoot string
 	// PinRoot holds the pin directories of pods without a sandbox
 	// process (podns.Root).
 	PinRoot string
@@ -96,6 +99,10 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 	}
 	dirs, _ := os.ReadDir(filepath.Join(h.Root, "sandboxes"))
 	ctrDirs, _ := os.ReadDir(filepath.Join(h.Root, "containers"))
+	var bundleDirs []os.DirEntry
+	if h.BundleRoot != "" {
+		bundleDirs, _ = os.ReadDir(h.BundleRoot)
+	}
 	runtimeIDs := listRuntimeContainers(ctx, h)
 	ids, err := owned()
 	if err != nil {
@@ -105,7 +112,7 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 	// The runtimes first: a pod whose record is gone may still have its
 	// sandbox container, whose process keeps the namespace in use, and a
 	// root filesystem must not be removed under a running container.
-	collectRuntimes(ctx, h.Runtimes, runtimeIDs, ids, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs))
+	collectRuntimes(ctx, h.Runtimes, runtimeIDs, ids, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs), dirNames(bundleDirs))
 
 	// CNI first: the bridge plugin finds what to release (its masquerade
 	// rules) through the namespace, which must still be mounted.
@@ -182,6 +189,15 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 		if !ids[d.Name()] && objectid.Is(d.Name()) {
 			if err := os.RemoveAll(filepath.Join(h.Root, "containers", d.Name())); err != nil {
 				log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
+			}
+		}
+	}
+	// After the runtimes: conmon's files are in the bundle, and runc
+	// deletes a container from its state, which names the bundle.
+	for _, d := range bundleDirs {
+		if !ids[d.Name()] && objectid.Is(d.Name()) {
+			if err := os.RemoveAll(filepath.Join(h.BundleRoot, d.Name())); err != nil {
+				log.G(ctx).Error("remove orphaned bundle dir", "id", d.Name(), "err", err)
 			}
 		}
 	}

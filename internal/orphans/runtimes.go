@@ -29,7 +29,7 @@ func listRuntimeContainers(ctx context.Context, h Host) map[string][]runtime.Sta
 			// Only what podbay made: a runtime root an operator shares
 			// with another engine also lists that engine's containers,
 			// whose bundles are not in podbay's directories.
-			if within(h.Root, st.Bundle) {
+			if within(h.Root, st.Bundle) || (h.BundleRoot != "" && within(h.BundleRoot, st.Bundle)) {
 				listed[name] = append(listed[name], st)
 			}
 		}
@@ -48,7 +48,7 @@ func listRuntimeContainers(ctx context.Context, h Host) map[string][]runtime.Sta
 //   - a container a runtime listed (listed, per handler) is killed and
 //     deleted with that handler;
 //   - an ID only the host names (hinted: a netns, root filesystem, sandbox
-//     or container dir) is deleted, never killed, with every handler, for
+//     or container dir, bundle) is deleted, never killed, with every handler, for
 //     a runtime that cannot list its containers. Delete succeeds for an ID
 //     a runtime does not know.
 func collectRuntimes(ctx context.Context, runtimes map[string]runtime.Runtime, listed map[string][]runtime.State, owned map[string]bool, hinted ...[]string) {

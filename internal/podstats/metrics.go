@@ -3,7 +3,6 @@ package podstats
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -244,7 +243,7 @@ func (c *Collector) PodMetrics(ctx context.Context) ([]*runtimeapi.PodSandboxMet
 		out = append(out, pm)
 		for _, cm := range pm.ContainerMetrics {
 			if ctr, err := c.src.Containers.Get(cm.ContainerId); err == nil {
-				bundles[filepath.Join(ctr.Record().Dir, "bundle")] = true
+				bundles[ctr.Record().BundleDir()] = true
 			}
 		}
 	}
@@ -381,7 +380,7 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 			m.add(mFsInodesFree, fs.inodesFree, fs.device)
 		}
 	}
-	m.addSpec(c.src.Specs.Get(filepath.Join(rec.Dir, "bundle")))
+	m.addSpec(c.src.Specs.Get(rec.BundleDir()))
 	return &runtimeapi.ContainerMetrics{ContainerId: rec.ID, Metrics: m.out}
 }
 

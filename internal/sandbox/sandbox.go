@@ -6,6 +6,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -91,8 +92,14 @@ type Record struct {
 	CgroupParent string `json:"cgroupParent,omitempty"`
 	// Image is the ID of the pause image the sandbox runs.
 	Image string `json:"image,omitempty"`
-	// Dir holds the bundle (config.json), resolv.conf, hostname and hosts.
+	// Dir is the sandbox's directory under the root: resolv.conf,
+	// hostname and hosts, and the bundle of records without Bundle.
 	Dir string `json:"dir"`
+	// Bundle is the sandbox container's OCI bundle (config.json) and
+	// conmon's persist dir, under the state dir (a tmpfs, as containerd's
+	// and CRI-O's are). Records written before it keep theirs in Dir; see
+	// BundleDir.
+	Bundle string `json:"bundle,omitempty"`
 	// Kind is the kind of sandbox the pod runs (podsandbox.Kind:
 	// "pause", "shim" or "pinned"), chosen at RunPodSandbox; empty in
 	// records written before kinds, whose handler's type tells.
@@ -132,6 +139,15 @@ type Record struct {
 	// pod checkpoints) and for a podbay before Request; podbay acts on
 	// Request.
 	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// BundleDir is the sandbox container's OCI bundle: Bundle, or for a
+// record written before bundles moved to the state dir, Dir/bundle.
+func (r Record) BundleDir() string {
+	if r.Bundle != "" {
+		return r.Bundle
+	}
+	return filepath.Join(r.Dir, "bundle")
 }
 
 // Sandbox is one pod sandbox in memory.

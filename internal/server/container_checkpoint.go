@@ -90,7 +90,7 @@ func (s *Server) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 
 // stageCheckpoint fills stage with what the archive holds.
 func (s *Server) stageCheckpoint(ctx context.Context, cp runtime.Checkpointer, rec container.Record, stage string, timeout time.Duration) error {
-	bundle := filepath.Join(rec.Dir, "bundle")
+	bundle := rec.BundleDir()
 	raw, err := os.ReadFile(filepath.Join(bundle, "config.json"))
 	if err != nil {
 		return fmt.Errorf("read container spec: %w", err)

@@ -145,6 +145,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		Labels:      creq.Labels,
 		Annotations: creq.Annotations,
 		Dir:         filepath.Join(s.cfg.Root, "containers", id),
+		Bundle:      s.bundleDir(id),
 		CgroupPath:  s.cgroupDir(parent, id),
 		StopSignal:  img.Config.StopSignal,
 		Request:     creq,
@@ -182,7 +183,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		return nil, fmt.Errorf("create container dir: %w", err)
 	}
 	defer rb.OnError(ctx, &retErr, "remove container dir", func(context.Context) error {
-		return os.RemoveAll(rec.Dir)
+		return removeRecordDirs(rec.Dir, rec.BundleDir())
 	})
 	timer.Phase("prepare")
 
@@ -221,7 +222,7 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err := s.nriCreateContainer(ctx, c.Record(), sbRec, spec); err != nil {
 		return nil, err
 	}
-	bundle := filepath.Join(rec.Dir, "bundle")
+	bundle := rec.BundleDir()
 	if err := s.checkAppArmor(ctx, spec); err != nil {
 		return nil, err
 	}

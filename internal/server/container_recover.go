@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -118,7 +117,7 @@ func (s *Server) undoContainerCreating(ctx context.Context, rec container.Record
 	if err := s.releaseImageVolumes(ctx, rec.ID); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(rec.Dir); err != nil {
+	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
 		return fmt.Errorf("remove container dir: %w", err)
 	}
 	return s.db.Delete(containerBucket, rec.ID)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -194,7 +193,7 @@ func (s *Server) releaseContainer(ctx context.Context, rec container.Record, tim
 		return err
 	}
 	timer.Phase("rootfs")
-	if err := os.RemoveAll(rec.Dir); err != nil {
+	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
 		return fmt.Errorf("remove container dir: %w", err)
 	}
 	timer.Phase("dir")

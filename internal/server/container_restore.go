@@ -143,7 +143,7 @@ func (s *Server) startOrRestore(ctx context.Context, rt runtime.Runtime, c *cont
 	}
 	pid, err := r.Restore(ctx, runtime.CreateOptions{
 		ID:            c.ID,
-		BundleDir:     filepath.Join(rec.Dir, "bundle"),
+		BundleDir:     rec.BundleDir(),
 		LogPath:       rec.LogPath,
 		Terminal:      req.Tty,
 		Stdin:         req.Stdin,

@@ -70,7 +70,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	// The container's current limits, as the kubelet's in-place resize
 	// compares them with what it asked for: from the bundle's spec, which
 	// UpdateContainerResources keeps current.
-	if spec := s.specs.Get(filepath.Join(rec.Dir, "bundle")); spec != nil {
+	if spec := s.specs.Get(rec.BundleDir()); spec != nil {
 		st.Resources = criResources(spec)
 	}
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
@@ -85,7 +85,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 			Config      json.RawMessage `json:"config,omitempty"`
 			RuntimeSpec json.RawMessage `json:"runtimeSpec,omitempty"`
 		}{ID: rec.ID, SandboxID: rec.SandboxID, Pid: rec.Pid, State: rec.State,
-			Bundle: filepath.Join(rec.Dir, "bundle"), CgroupPath: rec.CgroupPath, Config: rec.Config}
+			Bundle: rec.BundleDir(), CgroupPath: rec.CgroupPath, Config: rec.Config}
 		if spec, err := os.ReadFile(filepath.Join(info.Bundle, "config.json")); err == nil && json.Valid(spec) {
 			info.RuntimeSpec = spec
 		}

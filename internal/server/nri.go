@@ -37,7 +37,7 @@ func (s *Server) nriPod(rec sandbox.Record) *api.PodSandbox {
 		res.Resources = s.ociResources(p.Resources)
 		res.Overhead = s.ociResources(p.Overhead)
 	}
-	return nri.NewPod(rec, readSpec(filepath.Join(rec.Dir, "bundle")), res)
+	return nri.NewPod(rec, readSpec(rec.BundleDir()), res)
 }
 
 func (s *Server) ociResources(r *specgen.Resources) *specs.LinuxResources {
@@ -63,7 +63,7 @@ func (s *Server) nriPodOf(sandboxID string) *api.PodSandbox {
 
 // nriContainer describes the container of rec, with its bundle's spec.
 func nriContainer(rec container.Record) *api.Container {
-	return nri.NewContainer(rec, readSpec(filepath.Join(rec.Dir, "bundle")))
+	return nri.NewContainer(rec, readSpec(rec.BundleDir()))
 }
 
 // readSpec reads a bundle's config.json; nil when it cannot.

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -239,7 +238,7 @@ func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
 		return fmt.Errorf("remove sandbox root filesystem: %w", err)
 	}
-	if err := os.RemoveAll(rec.Dir); err != nil {
+	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
 		return fmt.Errorf("remove sandbox dir: %w", err)
 	}
 	return s.db.Delete(sandboxBucket, rec.ID)
@@ -293,14 +292,15 @@ func (s *Server) retryInBackground(ctx context.Context, what string, attempt fun
 // record owns (internal/orphans). It runs while the daemon serves.
 func (s *Server) collectGarbage(ctx context.Context) {
 	orphans.Collect(ctx, orphans.Host{
-		Root:     s.cfg.Root,
-		NetNSDir: s.cfg.NetNSDir,
-		PinRoot:  s.pinRoot(),
-		ShmRoot:  s.shmRoot(),
-		Network:  s.network,
-		NetNS:    s.netns,
-		Images:   s.images,
-		Runtimes: s.current().Runtimes(),
+		Root:       s.cfg.Root,
+		NetNSDir:   s.cfg.NetNSDir,
+		BundleRoot: s.bundleRoot(),
+		PinRoot:    s.pinRoot(),
+		ShmRoot:    s.shmRoot(),
+		Network:    s.network,
+		NetNS:      s.netns,
+		Images:     s.images,
+		Runtimes:   s.current().Runtimes(),
 	}, s.ownedIDs)
 }
 

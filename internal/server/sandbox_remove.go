@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -93,7 +92,7 @@ func (s *Server) removePodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox
 			return err
 		}
 	}
-	if err := os.RemoveAll(rec.Dir); err != nil {
+	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
 		return fmt.Errorf("remove sandbox dir: %w", err)
 	}
 	if err := s.db.Delete(sandboxBucket, rec.ID); err != nil {

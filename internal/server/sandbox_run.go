@@ -169,7 +169,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 		return nil, fmt.Errorf("create sandbox dir: %w", err)
 	}
 	defer rb.OnError(ctx, &retErr, "remove sandbox dir", func(context.Context) error {
-		return os.RemoveAll(rec.Dir)
+		return removeRecordDirs(rec.Dir, rec.BundleDir())
 	})
 	files, err := writeSandboxFiles(rec.Dir, pod, rec.NetworkMode == sandbox.ModeHost)
 	if err != nil {
@@ -362,7 +362,7 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, pod *podrequest.Pod, fil
 	if err := reachableFromUserNamespace(spec); err != nil {
 		return "", err
 	}
-	bundle := filepath.Join(rec.Dir, "bundle")
+	bundle := rec.BundleDir()
 	if err := writeBundle(bundle, spec, s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
 		return "", err
 	}
@@ -404,6 +404,7 @@ func (s *Server) newRecord(id, name string, pod *podrequest.Pod, cfg *runtimeapi
 		Labels:       pod.Labels,
 		Annotations:  pod.Annotations,
 		Dir:          filepath.Join(s.cfg.Root, "sandboxes", id),
+		Bundle:       s.bundleDir(id),
 		CgroupParent: pod.CgroupParent,
 		Request:      pod,
 	}

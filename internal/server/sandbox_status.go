@@ -51,7 +51,7 @@ func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 			SandboxKind: string(s.sandboxKind(rec)), Pins: rec.Pins, ShmPath: rec.ShmPath,
 			RuntimeHandler: rec.RuntimeHandler, NetworkMode: rec.NetworkMode,
 			NetworkOrder: rec.NetworkOrder, NetworkStopped: rec.Network == sandbox.NetworkReleased,
-			NetworkSettings: rec.NetworkSettings, Bundle: filepath.Join(rec.Dir, "bundle"),
+			NetworkSettings: rec.NetworkSettings, Bundle: rec.BundleDir(),
 			Config: rec.Config,
 		}
 		if spec, err := os.ReadFile(filepath.Join(info.Bundle, "config.json")); err == nil && json.Valid(spec) {

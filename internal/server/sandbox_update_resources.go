@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -261,7 +260,7 @@ func (s *Server) updateSandboxContainer(ctx context.Context, ctl podsandbox.Cont
 	if next.CPU == nil && next.Memory == nil {
 		return nil, nil
 	}
-	spec, err := runtime.ReadSpec(filepath.Join(rec.Dir, "bundle"))
+	spec, err := runtime.ReadSpec(rec.BundleDir())
 	if err != nil {
 		return nil, fmt.Errorf("read sandbox spec: %w", err)
 	}
