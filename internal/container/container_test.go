@@ -1,6 +1,9 @@
 package container
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // The index itself is tested in nameindex; this is what container adds.
 func TestIndexInSandbox(t *testing.T) {
@@ -15,5 +18,26 @@ func TestIndexInSandbox(t *testing.T) {
 	}
 	if got := x.InSandbox("sb3"); len(got) != 0 {
 		t.Fatalf("InSandbox(sb3) = %v", got)
+	}
+}
+
+// A record written before bundles moved to the state dir names none: its
+// bundle is the one in its dir.
+func TestBundleDir(t *testing.T) {
+	for _, tc := range []struct {
+		name, json, want string
+	}{
+		{"new", `{"id":"a","dir":"/var/lib/podbay/containers/a","bundle":"/run/podbay/bundles/a"}`, "/run/podbay/bundles/a"},
+		{"old", `{"id":"a","dir":"/var/lib/podbay/containers/a"}`, "/var/lib/podbay/containers/a/bundle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec Record
+			if err := json.Unmarshal([]byte(tc.json), &rec); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.BundleDir(); got != tc.want {
+				t.Errorf("BundleDir() = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

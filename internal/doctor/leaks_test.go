@@ -298,6 +298,8 @@ func TestScanFiles(t *testing.T) {
 	mk("state/runtimes/vm/containers/" + orphanCtr)
 	mk("shimrunc/podbay/" + orphanPod)
 	mk("state/shm/" + orphanPod)
+	mk("state/bundles/" + orphanPod)
+	mk("state/bundles/not-an-id")
 	var got []string
 	for _, d := range scanDirs(cfg) {
 		rel, _ := filepath.Rel(dir, d.Path)
@@ -305,6 +307,7 @@ func TestScanFiles(t *testing.T) {
 	}
 	slices.Sort(got)
 	want := []string{
+		"bundle dir state/bundles/POD",
 		"container dir root/containers/" + orphanCtr,
 		"exit file (runc) state/exits/runc/POD",
 		"pod shm dir state/shm/POD",

@@ -523,7 +523,7 @@ func shimRuncState(rt config.Runtime) string {
 const shimNamespace = "podbay"
 
 // scanDirs lists the per-ID directories and files podbay makes: sandbox
-// and container dirs, pinned pods' namespace dirs, the runtimes' state, conmon's exit files and attach
+// and container dirs, their OCI bundles, pinned pods' namespace dirs, the runtimes' state, conmon's exit files and attach
 // links.
 func scanDirs(cfg *config.Config) []Dir {
 	var out []Dir
@@ -538,6 +538,7 @@ func scanDirs(cfg *config.Config) []Dir {
 	// podbayd removes every entry of sandboxes/ that no record owns.
 	list(filepath.Join(cfg.Root, "sandboxes"), "sandbox dir", true)
 	list(filepath.Join(cfg.Root, "containers"), "container dir", false)
+	list(config.BundlesRoot(cfg.State), "bundle dir", false)
 	list(filepath.Join(cfg.State, "attach"), "conmon attach link", false)
 	// A pinned pod's namespaces; mounted ones are reported as mounts too.
 	list(podns.Root(cfg.State), "pinned pod namespaces dir", false)

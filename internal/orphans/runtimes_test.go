@@ -1,10 +1,13 @@
 package orphans
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // A lost container is logged with the pod and container its spec names.
@@ -39,3 +42,29 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+// A runtime's container is podbay's when its bundle is under the root
+// (records written before bundles moved) or the bundle root.
+func TestListRuntimeContainersBundleRoots(t *testing.T) {
+	rt := listFake{states: []runtime.State{
+		{ID: "old", Bundle: "/var/lib/podbay/containers/old/bundle"},
+		{ID: "new", Bundle: "/run/podbay/bundles/new"},
+		{ID: "foreign", Bundle: "/run/containerd/io.containerd.runtime.v2.task/k8s.io/foreign"},
+	}}
+	h := Host{Root: "/var/lib/podbay", BundleRoot: "/run/podbay/bundles", Runtimes: map[string]runtime.Runtime{"runc": rt}}
+	var got []string
+	for _, st := range listRuntimeContainers(context.Background(), h)["runc"] {
+		got = append(got, st.ID)
+	}
+	if want := []string{"old", "new"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+}
+
+// listFake is a runtime that only lists.
+type listFake struct {
+	runtime.Runtime
+	states []runtime.State
+}
+
+func (f listFake) ListContainers(context.Context) ([]runtime.State, error) { return f.states, nil }

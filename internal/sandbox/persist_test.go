@@ -207,3 +207,28 @@ func TestRecordRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// A record written before bundles moved to the state dir names none: its
+// bundle is the one in its dir. Bundle survives the record's round trip.
+func TestBundleDir(t *testing.T) {
+	old := `{"id":"a","phase":"ready","dir":"/var/lib/podbay/sandboxes/a"}`
+	var rec Record
+	if err := json.Unmarshal([]byte(old), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rec.BundleDir(), "/var/lib/podbay/sandboxes/a/bundle"; got != want {
+		t.Errorf("old record: BundleDir() = %q, want %q", got, want)
+	}
+	rec.Bundle = "/run/podbay/bundles/a"
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Record
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.BundleDir(), "/run/podbay/bundles/a"; got != want {
+		t.Errorf("new record: BundleDir() = %q, want %q", got, want)
+	}
+}
