@@ -250,6 +250,7 @@ type containerInfo struct {
 	ID          string          `json:"id"`
 	SandboxID   string          `json:"sandboxID"`
 	Pid         int             `json:"pid"`
+	Bundle      string          `json:"bundle"`
 	RuntimeSpec json.RawMessage `json:"runtimeSpec"`
 }
 

@@ -45,8 +45,8 @@ func (e *env) runDoctor(t *testing.T) (*doctor.Report, int) {
 // plantedLeaks are resources that look like podbay's and that no record
 // owns.
 type plantedLeaks struct {
-	netnsID, dirID, ipamID string
-	netnsPath, dir, ipam   string
+	netnsID, dirID, ipamID       string
+	netnsPath, dir, bundle, ipam string
 }
 
 func (e *env) plantLeaks(t *testing.T) *plantedLeaks {
@@ -54,6 +54,7 @@ func (e *env) plantLeaks(t *testing.T) *plantedLeaks {
 	p := &plantedLeaks{netnsID: randHex(32), dirID: randHex(32), ipamID: randHex(32)}
 	p.netnsPath = e.netnsPath(p.netnsID)
 	p.dir = filepath.Join(e.rootDir, "sandboxes", p.dirID)
+	p.bundle = filepath.Join(e.stateDir, "bundles", p.dirID)
 	// The last address of the env's subnet: host-local hands out the
 	// first ones.
 	last := make(net.IP, len(e.subnet.IP.To4()))
@@ -66,8 +67,11 @@ func (e *env) plantLeaks(t *testing.T) *plantedLeaks {
 	if err := netns.Pin(p.netnsPath); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(p.dir, "bundle"), 0o700); err != nil {
-		t.Fatal(err)
+	// A sandbox dir and its bundle, which an older podbay kept in it.
+	for _, dir := range []string{filepath.Join(p.dir, "bundle"), p.bundle} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(p.ipam, []byte(p.ipamID+"\r\neth0"), 0o644); err != nil {
 		t.Fatal(err)
@@ -79,7 +83,7 @@ func (p *plantedLeaks) remove(t *testing.T) {
 	if err := netns.Remove(p.netnsPath); err != nil {
 		t.Error(err)
 	}
-	for _, path := range []string{p.dir, p.ipam} {
+	for _, path := range []string{p.dir, p.bundle, p.ipam} {
 		if err := os.RemoveAll(path); err != nil {
 			t.Error(err)
 		}
@@ -91,6 +95,7 @@ func (p *plantedLeaks) requireLeaks(t *testing.T, r *doctor.Report) {
 	t.Helper()
 	want := map[string]string{p.netnsID: doctor.KindNetns, p.dirID: doctor.KindDir, p.ipamID: doctor.KindIPAM}
 	found := map[string]bool{}
+	dirs := map[string]bool{}
 	for _, l := range r.Leaks {
 		kind, ok := want[l.ID]
 		if !ok || kind != l.Kind {
@@ -99,6 +104,10 @@ func (p *plantedLeaks) requireLeaks(t *testing.T, r *doctor.Report) {
 		}
 		found[l.ID] = true
 		what := map[string]string{p.netnsID: p.netnsPath + " (mounted namespace)", p.dirID: p.dir, p.ipamID: p.ipam}[l.ID]
+		if l.ID == p.dirID {
+			what = l.Object
+			dirs[l.Object] = true
+		}
 		if !strings.Contains(l.What, what) || l.Cleanup == "" {
 			t.Errorf("%s leak %+v does not name %s or has no cleanup", kind, l, what)
 		}
@@ -106,6 +115,11 @@ func (p *plantedLeaks) requireLeaks(t *testing.T, r *doctor.Report) {
 	for id, kind := range want {
 		if !found[id] {
 			t.Errorf("planted %s leak %s not reported", kind, id)
+		}
+	}
+	for _, dir := range []string{p.dir, p.bundle} {
+		if !dirs[dir] {
+			t.Errorf("planted dir %s not reported", dir)
 		}
 	}
 }
