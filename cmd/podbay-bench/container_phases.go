@@ -12,7 +12,7 @@ var containerPhaseOrder = map[string][]string{
 	"create": {"prepare", "rootfs", "spec", "runtime_create", "persist"},
 	"start":  {"runtime_start", "persist"},
 	"stop":   {"runtime_stop", "persist"},
-	"remove": {"runtime_delete", "rootfs", "dir", "persist"},
+	"remove": {"runtime_delete", "dir", "rootfs", "persist"},
 }
 
 // containerPhases lists the (operation, phase) series of the container

@@ -226,6 +226,13 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err := s.checkAppArmor(ctx, spec); err != nil {
 		return nil, err
 	}
+	// Its own step, undone before the root filesystem: the bundle is on
+	// the state dir, whose space the storage's run root needs to unmount
+	// it. After the runtime's delete (registered later), which a shim
+	// needs to unmount what it mounted in the bundle.
+	defer rb.OnError(ctx, &retErr, "remove container bundle", func(context.Context) error {
+		return os.RemoveAll(bundle)
+	})
 	if err := writeContainerBundle(bundle, spec, s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
 		return nil, err
 	}

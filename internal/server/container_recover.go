@@ -111,14 +111,15 @@ func (s *Server) undoContainerCreating(ctx context.Context, rec container.Record
 			return fmt.Errorf("delete runtime container: %w", err)
 		}
 	}
+	// Before the root filesystem, as in releaseContainer.
+	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
+		return fmt.Errorf("remove container dir: %w", err)
+	}
 	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
 		return fmt.Errorf("remove container root filesystem: %w", err)
 	}
 	if err := s.releaseImageVolumes(ctx, rec.ID); err != nil {
 		return err
-	}
-	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
-		return fmt.Errorf("remove container dir: %w", err)
 	}
 	return s.db.Delete(containerBucket, rec.ID)
 }

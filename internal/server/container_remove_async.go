@@ -186,6 +186,14 @@ func (s *Server) releaseContainer(ctx context.Context, rec container.Record, tim
 		}
 		timer.Phase("runtime_delete")
 	}
+	// Before the root filesystem, whose unmount needs a little space on
+	// the root and the state dir that these free on a full disk; after the
+	// runtime's delete, which a shim needs to unmount what it mounted in
+	// the bundle.
+	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
+		return fmt.Errorf("remove container dir: %w", err)
+	}
+	timer.Phase("dir")
 	if err := s.images.RemoveRootfs(ctx, rec.ID); err != nil {
 		return fmt.Errorf("remove container root filesystem: %w", err)
 	}
@@ -193,10 +201,6 @@ func (s *Server) releaseContainer(ctx context.Context, rec container.Record, tim
 		return err
 	}
 	timer.Phase("rootfs")
-	if err := removeRecordDirs(rec.Dir, rec.BundleDir()); err != nil {
-		return fmt.Errorf("remove container dir: %w", err)
-	}
-	timer.Phase("dir")
 	return nil
 }
 

@@ -245,6 +245,11 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 		}
 	}
 
+	// Written with Create (either way below); removed after the runtime's
+	// delete, which a shim needs to unmount what it mounted in it.
+	defer rb.OnError(ctx, &retErr, "remove sandbox bundle", func(context.Context) error {
+		return os.RemoveAll(rec.BundleDir())
+	})
 	// Registered before Create, which can fail after the runtime made state.
 	defer rb.OnError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
 		return ctl.Delete(ctx, id)
