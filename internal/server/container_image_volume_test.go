@@ -139,7 +139,7 @@ func TestImageVolume(t *testing.T) {
 	))
 	mp := filepath.Join(e.img.dir, "volumes", imgID)
 
-	raw, err := os.ReadFile(filepath.Join(e.cfg.Root, "containers", id, "bundle", "config.json"))
+	raw, err := os.ReadFile(filepath.Join(e.cfg.State, "bundles", id, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func TestNRICreateContainer(t *testing.T) {
 	e.assertNoContainers(t)
 
 	id := e.mustCreate(t, pod, containerConfig("app"))
-	spec := readSpec(filepath.Join(e.cfg.Root, "containers", id, "bundle"))
+	spec := readSpec(filepath.Join(e.cfg.State, "bundles", id))
 	if spec == nil || !slices.Contains(spec.Process.Env, "NRI_TEST=yes") {
 		t.Errorf("bundle spec env lacks the plugin's NRI_TEST: %v", spec)
 	}

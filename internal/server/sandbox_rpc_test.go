@@ -604,30 +604,40 @@ func TestRunPodSandboxNetworkOrder(t *testing.T) {
 
 // At start-up, a runtime container that no record owns (its record lost
 // with a database set aside as corrupt) is killed and deleted, and its
-// directory removed; a container of the same runtime root whose bundle is
-// not in podbay's directories belongs to another engine and is left alone.
+// directory and bundle removed (in the root for one made before bundles
+// moved, on the state dir for a new one); a container of the same runtime
+// root whose bundle is not in podbay's directories belongs to another
+// engine and is left alone.
 func TestRecoverRemovesOrphanRuntimeContainers(t *testing.T) {
 	e := newTestEnv(t, "")
-	orphan, foreign := strings.Repeat("c", 64), strings.Repeat("d", 64)
+	orphan, newOrphan, foreign := strings.Repeat("c", 64), strings.Repeat("e", 64), strings.Repeat("d", 64)
 	orphanDir := filepath.Join(e.cfg.Root, "containers", orphan)
+	newBundle := filepath.Join(e.cfg.State, "bundles", newOrphan)
 	for id, bundle := range map[string]string{
-		orphan:  filepath.Join(orphanDir, "bundle"),
-		foreign: filepath.Join(t.TempDir(), "bundle"),
+		orphan:    filepath.Join(orphanDir, "bundle"),
+		newOrphan: newBundle,
+		foreign:   filepath.Join(t.TempDir(), "bundle"),
 	} {
 		if _, err := e.rt.Create(context.Background(), runtime.CreateOptions{ID: id, BundleDir: bundle}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(orphanDir, "bundle"), 0o700); err != nil {
-		t.Fatal(err)
+	for _, dir := range []string{filepath.Join(orphanDir, "bundle"), newBundle} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.srv.Shutdown(context.Background())
 	e.srv = e.newServer(t, nil)
-	if e.rt.called("delete", orphan) != 1 || e.rt.called("stop", orphan) != 1 {
-		t.Errorf("orphan: stop %d, delete %d times, want once each", e.rt.called("stop", orphan), e.rt.called("delete", orphan))
+	for _, id := range []string{orphan, newOrphan} {
+		if e.rt.called("delete", id) != 1 || e.rt.called("stop", id) != 1 {
+			t.Errorf("orphan %s: stop %d, delete %d times, want once each", id[:4], e.rt.called("stop", id), e.rt.called("delete", id))
+		}
 	}
-	if _, err := os.Stat(orphanDir); !os.IsNotExist(err) {
-		t.Errorf("orphan's directory: %v, want it gone", err)
+	for _, dir := range []string{orphanDir, newBundle} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("orphan's %s: %v, want it gone", dir, err)
+		}
 	}
 	if n := e.rt.called("stop", foreign) + e.rt.called("delete", foreign); n != 0 {
 		t.Errorf("another engine's container was stopped or deleted (%d calls)", n)
