@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containers/image/v5/docker"
@@ -85,6 +86,51 @@ type onePassLayer struct {
 	done chan struct{} // closed once out or err is set
 	out  *graphdriver.DriverWithDifferOutput
 	err  error
+	// tarSplit is the share of Store.tarSplitHeld out.TarSplit holds.
+	tarSplit heldBytes
+}
+
+// maxTarSplitHeld bounds the tar-split (the tar headers containers/storage
+// keeps to rebuild a layer's tar, about 1 KiB a file) that the one-pass
+// pulls of a Store hold in memory at once: containers/storage v1.58 takes a
+// staged layer's tar-split as bytes, uncompressed, until the layer is
+// committed. An image whose layers hold more files than that (some 250,000
+// in the layers staged at once) falls back to copy.Image, which keeps the
+// tar-split compressed as it unpacks; without the bound a layer of millions
+// of empty files, a small blob, would hold gigabytes of podbayd's memory.
+var maxTarSplitHeld int64 = 256 << 20 // a var for tests
+
+// errTarSplitBudget: the staged layers' tar-split passed maxTarSplitHeld.
+var errTarSplitBudget = errors.New("tar-split memory budget exhausted")
+
+// heldBytes is a buffer whose bytes count against a shared budget.
+type heldBytes struct {
+	buf      bytes.Buffer
+	held     *atomic.Int64 // the shared count; nil: not counted
+	limit    int64
+	n        int64 // bytes of buf counted in held
+	exceeded bool
+}
+
+func (h *heldBytes) Write(p []byte) (int, error) {
+	if h.held != nil {
+		if h.held.Add(int64(len(p))) > h.limit {
+			h.held.Add(-int64(len(p)))
+			h.exceeded = true
+			return 0, errTarSplitBudget
+		}
+		h.n += int64(len(p))
+	}
+	return h.buf.Write(p)
+}
+
+// release returns the buffer's bytes to the budget; the caller no longer
+// uses them.
+func (h *heldBytes) release() {
+	if h.held != nil && h.n > 0 {
+		h.held.Add(-h.n)
+		h.n = 0
+	}
 }
 
 // chainLayerID is containers/image's storage destination's layer ID for a
@@ -296,6 +342,7 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 				}
 				l.out = nil
 			}
+			l.tarSplit.release()
 		}
 	}()
 
@@ -315,6 +362,9 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 		if err := s.commitStagedLayer(l); err != nil {
 			return fmt.Errorf("commit layer %s: %w", l.blob.Digest, err)
 		}
+		// containers/storage has written the tar-split out.
+		l.out.TarSplit = nil
+		l.tarSplit.release()
 		s.metrics.observePhase("layer", "commit", time.Since(start))
 	}
 	return nil
@@ -348,7 +398,7 @@ func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePas
 	events chan<- types.ProgressProperties) (out *graphdriver.DriverWithDifferOutput, err error) {
 	start := time.Now()
 	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
-	d := &streamDiffer{ctx: ctx, layer: l, events: events}
+	d := &streamDiffer{ctx: ctx, layer: l, events: events, tarSplitHeld: &s.tarSplitHeld}
 	defer func() {
 		// Done even on failure, which may yet fall back to copy.Image:
 		// the stall watchdog counts the blobs in flight.
@@ -406,6 +456,9 @@ type streamDiffer struct {
 	body   io.Reader
 	layer  *onePassLayer
 	events chan<- types.ProgressProperties
+
+	// tarSplitHeld is the Store's count of tar-split held in memory.
+	tarSplitHeld *atomic.Int64
 
 	read, reported int64 // compressed bytes read and reported
 	lastReport     time.Time
@@ -494,8 +547,9 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	defer closeIDLogger()
 	var size countWriter
 	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, idLogger))
-	var tarSplit bytes.Buffer
-	packer := &rootWatchPacker{Packer: tsstorage.NewJSONPacker(&tarSplit)}
+	tarSplit := &l.tarSplit
+	tarSplit.held, tarSplit.limit = d.tarSplitHeld, maxTarSplitHeld
+	packer := &rootWatchPacker{Packer: tsstorage.NewJSONPacker(tarSplit)}
 	payload, err := asm.NewInputTarStream(tee, packer, tsstorage.NewDiscardFilePutter())
 	if err != nil {
 		return out, err
@@ -518,6 +572,9 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 		if d.ctx.Err() != nil {
 			return out, context.Cause(d.ctx)
 		}
+		if tarSplit.exceeded {
+			return out, fallback("the layers staged at once hold more than %d MiB of tar headers (layer %s)", maxTarSplitHeld>>20, l.blob.Digest)
+		}
 		return out, unpackErr
 	}
 	closeIDLogger()
@@ -535,7 +592,7 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	out.Size = size.n
 	out.UncompressedDigest = l.diffID
 	out.CompressedDigest = l.blob.Digest
-	out.TarSplit = tarSplit.Bytes()
+	out.TarSplit = tarSplit.buf.Bytes()
 	out.UIDs = sortedIDs(uids)
 	out.GIDs = sortedIDs(gids)
 	if packer.root {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,6 +25,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/ulikunitz/xz"
+
+	"github.com/podbay/podbay/internal/log"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )
@@ -527,5 +530,60 @@ func TestOnePassFallsBackMidPull(t *testing.T) {
 	}
 	if staged := e.stagingDirs(); len(staged) != 0 {
 		t.Errorf("staging directories left: %v", staged)
+	}
+}
+
+// A pull whose staged layers would hold more tar-split in memory than
+// maxTarSplitHeld falls back to copy.Image (which keeps it compressed)
+// instead of growing podbayd's memory with the image's file count: the
+// image is stored all the same, nothing staged is left, and the budget is
+// given back.
+func TestOnePassTarSplitBudget(t *testing.T) {
+	reg := newRegistry(t)
+	var entries []tarEntry
+	for i := range 200 {
+		entries = append(entries, fileEntry(fmt.Sprintf("f%d", i), "", 0))
+	}
+	_, id := reg.pushRaw("test/many:1", gzipLayer(t, testTar(t, entries...)))
+	e := newEnv(t)
+	e.insecure(reg.host)
+	var logs bytes.Buffer
+	ctx := log.WithLogger(testCtx(t), slog.New(slog.NewTextHandler(&logs, nil)))
+
+	old := maxTarSplitHeld
+	maxTarSplitHeld = 64 << 10 // 200 files' headers are more than this
+	t.Cleanup(func() { maxTarSplitHeld = old })
+	img, err := e.store.Pull(ctx, reg.ref("test/many:1"), nil)
+	if err != nil {
+		t.Fatalf("Pull: %v", err)
+	}
+	if img.ID != id {
+		t.Errorf("ID = %s, want %s", img.ID, id)
+	}
+	if !strings.Contains(logs.String(), "tar headers") {
+		t.Errorf("the pull did not fall back for the tar-split budget; log:\n%s", logs.String())
+	}
+	e.store.pullsDone.Wait()
+	if held := e.store.tarSplitHeld.Load(); held != 0 {
+		t.Errorf("tar-split budget holds %d bytes after the pull", held)
+	}
+	if staged := e.stagingDirs(); len(staged) != 0 {
+		t.Errorf("staging directories left: %v", staged)
+	}
+
+	// Within the budget the one-pass pull keeps it and gives it back.
+	maxTarSplitHeld = old
+	if err := e.store.Remove(ctx, img.ID); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	if _, err := e.store.Pull(ctx, reg.ref("test/many:1"), nil); err != nil {
+		t.Fatalf("Pull: %v", err)
+	}
+	if strings.Contains(logs.String(), "containers/image's copy") {
+		t.Errorf("a pull within the budget fell back; log:\n%s", logs.String())
+	}
+	if held := e.store.tarSplitHeld.Load(); held != 0 {
+		t.Errorf("tar-split budget holds %d bytes after the pull", held)
 	}
 }

@@ -141,6 +141,9 @@ type Store struct {
 	// stagedCommit serializes committing a staged layer with checking that
 	// its ID is free (onepass.go).
 	stagedCommit sync.Mutex
+	// tarSplitHeld is the bytes of tar-split the one-pass pulls hold in
+	// memory, staged layers' until they are committed (maxTarSplitHeld).
+	tarSplitHeld atomic.Int64
 	// copyPull has every pull use containers/image's copy.Image (the
 	// benchmarks' old path).
 	copyPull bool
