@@ -127,6 +127,13 @@ func TestBundlesOfOldRecords(t *testing.T) {
 // all; the records of a stopped container and pod, whose bundles are
 // gone, are still listed, their status works, and they are removed.
 func TestBundlesGoneAfterReboot(t *testing.T) {
+	if suiteRuntimeType == "vm" {
+		// A vm pod's shim outlives StopPodSandbox (it is deleted at
+		// RemovePodSandbox) and serves its stopped containers from their
+		// bundles; a reboot ends it with the bundles, which deleting the
+		// bundles alone would not.
+		t.Skip("a reboot also ends the vm pod's shim, which this test does not simulate")
+	}
 	e, images := newContainerEnv(t, "busybox")
 	pod := e.runTestPod(t, "rebooted")
 	ctr, _ := e.runContainer(t, pod, containerConfig("sleeper", images.ref("busybox"), ctrCommand("sleep", "1000")))
