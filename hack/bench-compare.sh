@@ -63,7 +63,9 @@
 # Env: ANCHORS, NETWORK, N samples per RPC (default 50), IMAGE_N samples
 # of the realistic image's rows (20), ROUNDS (5), THROUGHPUT_N lifecycles
 # per round and daemon (20), CONCURRENCY (10), PODS_SCALE (300; 0 skips the
-# scale phase), SCALE_SAMPLES per RPC (200), HANDLER_TYPE (oci or vm), OUT
+# scale phase), SCALE_SAMPLES per RPC (200), HANDLER_TYPE (oci or vm),
+# SANDBOX_PROCESS (podbayd's sandbox_process: auto, or always to keep a
+# pause container for every pod, for comparing the two), OUT
 # (bin/bench-compare.md), SMALL=1 (smaller defaults for development).
 #
 # Needs root, go, gcc, make and libseccomp-dev (CRI-O), runc, conmon, the
@@ -82,6 +84,7 @@ CONCURRENCY=${CONCURRENCY:-10}
 PODS_SCALE=${PODS_SCALE:-300}
 SCALE_SAMPLES=${SCALE_SAMPLES:-200}
 HANDLER_TYPE=${HANDLER_TYPE:-oci}
+SANDBOX_PROCESS=${SANDBOX_PROCESS:-auto}
 ANCHORS=${ANCHORS:-containerd2 crio}
 NETWORK=${NETWORK:-same}
 
@@ -100,6 +103,7 @@ done
 [ "$IMAGE_N" -ge "$ROUNDS" ] || die "IMAGE_N ($IMAGE_N) must be at least ROUNDS ($ROUNDS)"
 [[ $PODS_SCALE =~ ^[0-9]+$ ]] || die "PODS_SCALE must be a non-negative integer, got '$PODS_SCALE'"
 [[ $HANDLER_TYPE == oci || $HANDLER_TYPE == vm ]] || die "HANDLER_TYPE must be oci or vm, got '$HANDLER_TYPE'"
+[[ $SANDBOX_PROCESS == auto || $SANDBOX_PROCESS == always ]] || die "SANDBOX_PROCESS must be auto or always, got '$SANDBOX_PROCESS'"
 
 # The sides: the anchors, then podbay's (podbay on the shared conflist,
 # podbay-own on its default network).
@@ -489,6 +493,7 @@ pause_binary = "$bin/podbay-pause"
 pause_image = "$pause_image"
 default_cgroup_parent = "$cgroup_base/$s"
 netns_dir = "$d/netns"
+sandbox_process = "$SANDBOX_PROCESS"
 
 [image]
 storage_root = "$d/root/storage"
