@@ -85,6 +85,8 @@ PODS_SCALE=${PODS_SCALE:-300}
 SCALE_SAMPLES=${SCALE_SAMPLES:-200}
 HANDLER_TYPE=${HANDLER_TYPE:-oci}
 SANDBOX_PROCESS=${SANDBOX_PROCESS:-auto}
+# The Makefile's build tags, for a run without make.
+export GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace}
 ANCHORS=${ANCHORS:-containerd2 crio}
 NETWORK=${NETWORK:-same}
 
@@ -210,7 +212,7 @@ side_vars() {
 	local d=$top/$1
 	tmp=$d net_name=${net_of[$1]} bridge=${bridge_of[$1]} ipam_dir=$d/ipam
 	cgroup_parent=$cgroup_base/$1 pod_log_dir=$top/podlogs/$1
-	root_dir=$d/none state_dir=$d/none storage_root=$d/none podbay_config= sock=${sock_of[$1]}
+	root_dir=$d/none state_dir=$d/none storage_root=$d/none podbay_config= sock=${sock_of[$1]:-}
 	runtime_bin=runc registry_pid=
 	case "$1" in
 	containerd2)
