@@ -11,6 +11,8 @@ package orphans
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -83,13 +85,13 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 	}
 	var pinDirs []string
 	if h.PinRoot != "" {
-		if pinDirs, err = podns.List(h.PinRoot); err != nil {
+		if pinDirs, err = subdirs(h.PinRoot); err != nil {
 			log.G(ctx).Error("list pinned pod namespaces", "err", err)
 		}
 	}
 	var shmDirs []string
 	if h.ShmRoot != "" {
-		if shmDirs, err = podshm.List(h.ShmRoot); err != nil {
+		if shmDirs, err = subdirs(h.ShmRoot); err != nil {
 			log.G(ctx).Error("list pod shm mounts", "err", err)
 		}
 	}
@@ -222,4 +224,23 @@ func dirNames(entries []os.DirEntry) []string {
 		names[i] = e.Name()
 	}
 	return names
+}
+
+// subdirs returns the names of root's subdirectories (pod IDs, under the
+// pin and shm roots); a missing root has none.
+func subdirs(root string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", root, err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
 }

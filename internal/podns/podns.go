@@ -278,21 +278,3 @@ func State(dir string) (exists, mounted bool, err error) {
 	}
 	return true, true, nil
 }
-
-// List returns the names (pod IDs) of the pin directories under root.
-func List(root string) ([]string, error) {
-	entries, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", root, err)
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
-}

@@ -120,21 +120,3 @@ func IsMounted(dir string) (bool, error) {
 	}
 	return st.Dev != parent.Dev, nil
 }
-
-// List returns the names (pod IDs) of the shm dirs under root.
-func List(root string) ([]string, error) {
-	entries, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", root, err)
-	}
-	var ids []string
-	for _, e := range entries {
-		if e.IsDir() {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
-}
