@@ -17,7 +17,8 @@
 #   containerd16  Debian's containerd 1.6 (package containerd), version-2
 #                 config, optional.
 # Every daemon runs fresh, side by side, in its own temp root and state
-# dir (run-time state on a tmpfs, as /run is on a node), with its own
+# dir (run-time state on a tmpfs, as /run is on a node; the root on a
+# file system of its own, see ROOT_FS), with its own
 # socket, bridge and subnet, cgroup parent and pod log dir, and the same
 # images from one local registry (podbay-testimages on a free loopback
 # port, serving at its root, mirrored for registry.k8s.io, docker.io,
@@ -60,7 +61,19 @@
 #   NETWORK=both ANCHORS="containerd2 crio containerd16" ./hack/bench-compare.sh
 #   HANDLER_TYPE=vm ./hack/bench-compare.sh # podbay's handler as vm (containerd-shim-runc-v2)
 #
-# Env: ANCHORS, NETWORK, N samples per RPC (default 50), IMAGE_N samples
+# ROOT_FS=ext4 (the default): each daemon's root (images, layers,
+# containers' writable layers: /var/lib/<runtime> on a node) on a fresh
+# ext4 of its own, made by mkfs.ext4 with Debian's defaults (a journal)
+# in a sparse loop file, as a node's /var/lib is. ROOT_FS=host: the roots
+# on the temp dir's file system as it is. The choice matters for the
+# image rows: ext4 without a journal (this development VM's root) skips,
+# when it allocates an inode, every inode freed in the last 5 minutes
+# (recently_deleted() in fs/ext4/ialloc.c, checked only without a
+# journal), so a pull right after the same image was removed scans past
+# every inode the removal freed, for every file it creates. Whichever
+# daemon frees its layers' inodes at removal pays it in the next pull.
+#
+# Env: ANCHORS, NETWORK, ROOT_FS, N samples per RPC (default 50), IMAGE_N samples
 # of the realistic image's rows (20), ROUNDS (5), THROUGHPUT_N lifecycles
 # per round and daemon (20), CONCURRENCY (10), PODS_SCALE (300; 0 skips the
 # scale phase), SCALE_SAMPLES per RPC (200), HANDLER_TYPE (oci or vm),
@@ -85,6 +98,7 @@ PODS_SCALE=${PODS_SCALE:-300}
 SCALE_SAMPLES=${SCALE_SAMPLES:-200}
 HANDLER_TYPE=${HANDLER_TYPE:-oci}
 SANDBOX_PROCESS=${SANDBOX_PROCESS:-auto}
+ROOT_FS=${ROOT_FS:-ext4}
 # The Makefile's build tags, for a run without make.
 export GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace}
 ANCHORS=${ANCHORS:-containerd2 crio}
@@ -106,6 +120,7 @@ done
 [[ $PODS_SCALE =~ ^[0-9]+$ ]] || die "PODS_SCALE must be a non-negative integer, got '$PODS_SCALE'"
 [[ $HANDLER_TYPE == oci || $HANDLER_TYPE == vm ]] || die "HANDLER_TYPE must be oci or vm, got '$HANDLER_TYPE'"
 [[ $SANDBOX_PROCESS == auto || $SANDBOX_PROCESS == always ]] || die "SANDBOX_PROCESS must be auto or always, got '$SANDBOX_PROCESS'"
+[[ $ROOT_FS == ext4 || $ROOT_FS == host ]] || die "ROOT_FS must be ext4 or host, got '$ROOT_FS'"
 
 # The sides: the anchors, then podbay's (podbay on the shared conflist,
 # podbay-own on its default network).
@@ -126,6 +141,7 @@ esac
 has_side() { [[ " ${sides[*]} " == *" $1 "* ]]; }
 
 tools=(go runc conmon ip ss iptables-save iptables-restore setsid jq apt-get dpkg-deb)
+[ "$ROOT_FS" = host ] || tools+=(mkfs.ext4)
 has_side containerd16 && tools+=(containerd containerd-shim-runc-v2)
 for tool in "${tools[@]}"; do
 	command -v "$tool" >/dev/null || die "$tool not found in PATH"
@@ -346,6 +362,20 @@ done
 for f in $run_tmpfs; do
 	mount -t tmpfs -o mode=0755 pbcmp-run "$f"
 done
+# Each daemon's root on a fresh ext4 of its own (ROOT_FS), in a sparse
+# file beside it; lib.sh's mount checks skip these as they do the tmpfs
+# (both lists are the mounts the script made itself).
+root_fs_note="each daemon's root on the temp dir's file system ($(findmnt -no FSTYPE -T "$top") on $(findmnt -no SOURCE -T "$top"))"
+if [ "$ROOT_FS" = ext4 ]; then
+	for s in "${sides[@]}"; do
+		mkdir -p "$top/$s/root"
+		truncate -s 16G "$top/$s.root.img"
+		mkfs.ext4 -q -F "$top/$s.root.img"
+		mount -o loop "$top/$s.root.img" "$top/$s/root"
+		run_tmpfs+=" $top/$s/root"
+	done
+	root_fs_note="each daemon's root on a fresh ext4 of its own (mkfs.ext4's defaults, $(dumpe2fs -h "$top/${sides[0]}.root.img" 2>/dev/null | grep -q has_journal && echo with || echo without) a journal; a 16 GiB sparse loop file)"
+fi
 shim_sockets >"$top/shim-sockets-before"
 
 build_binaries podbay-bench
@@ -575,6 +605,7 @@ echo "$title"
 for s in "${sides[@]}"; do
 	echo "network of $s: ${subnet_of[$s]} on ${bridge_of[$s]} ($([ "$s" = podbay-own ] && echo "podbay's default network, conflist ipMasq $pb_masq" || echo "the shared conflist"))"
 done
+echo "roots: $root_fs_note"
 echo "registry $registry; realistic image: $(cat "$image_dir/size") in $(find "$image_dir" -name 'layer-*.tar.gz' | wc -l) layers over busybox"
 
 # The floor: runc's create and start alone, on a busybox root filesystem.
@@ -598,6 +629,7 @@ has_side podbay-own && network_note+="; podbay-own on its default network (its c
 	-throughput-n "$THROUGHPUT_N" -concurrency "$CONCURRENCY" \
 	-scale "$PODS_SCALE" -scale-samples "$SCALE_SAMPLES" -markdown "$OUT" -title "$title" \
 	-note "$network_note." \
+	-note "Roots (ROOT_FS=$ROOT_FS): $root_fs_note; run-time state on a tmpfs per daemon." \
 	-note "Images from one local registry (pause: podbay-pause; busybox; the realistic image: Python 3.11 from Debian's packages, $(cat "$image_dir/size") in 4 gzip layers over busybox) through registry mirrors on every daemon; requests shaped as the kubelet's (PID namespace per container, RuntimeDefault seccomp, resources, labels, log directories); every RPC from one client, one by one unless noted."
 
 for s in "${sides[@]}"; do
