@@ -28,9 +28,9 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
-packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates git make jq)
+packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 iputils-ping util-linux procps busybox-static ca-certificates isal git make jq)
 if [ "$node" -eq 1 ]; then
-	packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 util-linux procps busybox-static ca-certificates)
+	packages=(runc crun conmon criu containernetworking-plugins iptables iproute2 util-linux procps busybox-static ca-certificates isal)
 fi
 # apparmor_parser, where the kernel has AppArmor (Debian's and Ubuntu's do):
 # localhost profiles are loaded with it.

@@ -204,6 +204,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 
 		PullProgressTimeout:    time.Duration(cfg.Image.PullProgressTimeout),
 		MaxConcurrentDownloads: cfg.Image.MaxConcurrentDownloads,
+		GzipDecompressor:       cfg.Image.GzipDecompressor,
 		SyncRootfsRecords:      cfg.Image.SyncRootfsRecords,
 	})
 	if err != nil {

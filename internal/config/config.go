@@ -198,6 +198,11 @@ type Image struct {
 	// fetches and unpacks at a time; as containerd's
 	// max_concurrent_downloads, with its default, 3.
 	MaxConcurrentDownloads int `toml:"max_concurrent_downloads"`
+	// GzipDecompressor inflates gzip layers: "auto" (the default: igzip,
+	// ISA-L's, from PATH when it works, as containerd uses it; else in
+	// process), "builtin" (in process) or the absolute path of a program
+	// run as `PROGRAM -d -c` (igzip, unpigz, gzip) as the user nobody.
+	GzipDecompressor string `toml:"gzip_decompressor"`
 	// SyncRootfsRecords has containers/storage fsync its records of the
 	// containers' root filesystems on every create and remove. Default
 	// false: they are written without fsync (volatile), which survives a
@@ -331,6 +336,7 @@ func Default() *Config {
 			SignaturePolicy:        "/etc/containers/policy.json",
 			PullProgressTimeout:    Duration(5 * time.Minute),
 			MaxConcurrentDownloads: 3,
+			GzipDecompressor:       "auto",
 		},
 		NRI: NRI{
 			Enable:                    true,
@@ -461,6 +467,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Image.MaxConcurrentDownloads < 1 || c.Image.MaxConcurrentDownloads > 64 {
 		errs = append(errs, fmt.Errorf("image.max_concurrent_downloads must be between 1 and 64, not %d", c.Image.MaxConcurrentDownloads))
+	}
+	switch g := c.Image.GzipDecompressor; {
+	case g == "auto" || g == "builtin" || filepath.IsAbs(g):
+	default:
+		errs = append(errs, fmt.Errorf("image.gzip_decompressor must be auto, builtin or an absolute path, not %q", g))
 	}
 	if c.Network.CacheDir == "" {
 		c.Network.CacheDir = filepath.Join(c.Root, "cni")

@@ -28,7 +28,6 @@ import (
 	"github.com/containers/storage/pkg/archive"
 	"github.com/containers/storage/pkg/tarlog"
 	"github.com/klauspost/compress/zstd"
-	"github.com/klauspost/pgzip"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/vbatts/tar-split/archive/tar"
@@ -398,7 +397,7 @@ func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePas
 	events chan<- types.ProgressProperties) (out *graphdriver.DriverWithDifferOutput, err error) {
 	start := time.Now()
 	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
-	d := &streamDiffer{ctx: ctx, layer: l, events: events, tarSplitHeld: &s.tarSplitHeld}
+	d := &streamDiffer{ctx: ctx, layer: l, events: events, tarSplitHeld: &s.tarSplitHeld, gunzip: s.gunzip}
 	defer func() {
 		// Done even on failure, which may yet fall back to copy.Image:
 		// the stall watchdog counts the blobs in flight.
@@ -459,6 +458,8 @@ type streamDiffer struct {
 
 	// tarSplitHeld is the Store's count of tar-split held in memory.
 	tarSplitHeld *atomic.Int64
+	// gunzip decompresses gzip layers.
+	gunzip gunzipper
 
 	read, reported int64 // compressed bytes read and reported
 	lastReport     time.Time
@@ -503,7 +504,7 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	var uncompressed io.Reader
 	switch {
 	case bytes.HasPrefix(magic, gzipMagic):
-		zr, err := pgzip.NewReader(br)
+		zr, err := d.gunzip.open(d.ctx, br)
 		if err != nil {
 			return out, &streamError{err: fmt.Errorf("gzip: %w", err)}
 		}

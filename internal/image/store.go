@@ -108,6 +108,11 @@ type Config struct {
 	// filesystems (containers and their writable layers) on every change.
 	// Without it they are volatile (see CreateRootfs).
 	SyncRootfsRecords bool
+	// GzipDecompressor decompresses the one-pass pull's gzip layers:
+	// GzipDecompressorAuto (igzip from PATH when it works, else in
+	// process; the default), GzipDecompressorBuiltin or the absolute path
+	// of a program run as `PROGRAM -d -c` (gunzip.go).
+	GzipDecompressor string
 }
 
 // Store is the image store. Its methods are safe for concurrent use.
@@ -144,6 +149,8 @@ type Store struct {
 	// tarSplitHeld is the bytes of tar-split the one-pass pulls hold in
 	// memory, staged layers' until they are committed (maxTarSplitHeld).
 	tarSplitHeld atomic.Int64
+	// gunzip decompresses the one-pass pull's gzip layers.
+	gunzip gunzipper
 	// copyPull has every pull use containers/image's copy.Image (the
 	// benchmarks' old path).
 	copyPull bool
@@ -203,6 +210,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		pulls:    make(map[string]*pullCall),
 		info:     make(map[string]*imageInfo),
 	}
+	if s.gunzip, err = newGunzipper(cfg.GzipDecompressor); err != nil {
+		if cfg.GzipDecompressor != "" && cfg.GzipDecompressor != GzipDecompressorAuto {
+			_, _ = st.Shutdown(false)
+			return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+		}
+		log.G(ctx).Warn("gzip decompressor", "err", err)
+	}
 	s.pinned.Store(&pinned)
 	s.paths.Store(&registryPaths{conf: cfg.RegistriesConf, dir: cfg.RegistriesConfDir})
 	if cfg.Metrics != nil {
@@ -234,7 +248,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s.gcPending.Store(true)
 	s.collectOrphanLayers(ctx)
 	log.G(ctx).Info("image store ready", "root", st.GraphRoot(), "driver", cfg.Driver,
-		"options", strings.Join(cfg.DriverOptions, ","), "unpack", unpackMode(cfg.Driver))
+		"options", strings.Join(cfg.DriverOptions, ","), "unpack", unpackMode(cfg.Driver), "gzip", s.gunzip.String())
 	return s, nil
 }
 
