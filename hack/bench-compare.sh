@@ -43,14 +43,19 @@
 # and rotating which daemon goes first, the CRI RPCs one by one, PullImage
 # of busybox and of the realistic image (removed before every sample), pod
 # + container from scratch with each, throughput at 10-way; the runc floor
-# (runc create + start of a trivial bundle) each round; then one daemon at
+# (runc create + start of a trivial bundle) and the CNI floor (the shared
+# conflist's ADD and DEL alone, through libcni with no daemon or runtime,
+# each in a fresh network namespace, on a bridge and subnet of its own,
+# pbcmp-floor: what RunPodSandbox and StopPodSandbox pay on that network
+# whatever the runtime) each round; then one daemon at
 # a time PODS_SCALE pods, each with a running container, and the latency of
 # ListPodSandbox, ListContainers, PodSandboxStatus and ListContainerStats
 # with them; and each daemon's RSS and its per-pod processes' (conmon,
 # containerd-shim-runc-v2). The tables are printed and written as Markdown
 # to OUT.
 #
-# Afterwards it checks that no daemon left anything behind (network
+# Afterwards it checks that no daemon, nor the CNI floor, left anything
+# behind (network
 # namespaces, IP reservations, veths, iptables rules, conmon and shim
 # processes, runtime state, mounts, cgroups, CNI cache entries), removes
 # what it finds, and exits non-zero then. It ends only the processes it
@@ -150,14 +155,17 @@ done
 [ -x /bin/busybox ] || die "/bin/busybox not found: the test images are built from it (apt-get install busybox-static)"
 
 # The networks: a subnet of 10.196.0.0/16 per side, each big enough for
-# PODS_SCALE pods and the throughput block's.
+# PODS_SCALE pods and the throughput block's, and the next one for the CNI
+# floor's network (cni-floor: its dir under $top, bridge pbcmp-floor).
 need=$((PODS_SCALE + 4 * CONCURRENCY + 16))
 bits=8
 while [ $((1 << bits)) -lt "$need" ]; do bits=$((bits + 1)); done
 [ "$bits" -le 13 ] || die "PODS_SCALE=$PODS_SCALE needs more than a /19 per daemon"
 declare -A net_of bridge_of subnet_of
+# nets: the sides' and the CNI floor's, for the leak check.
+nets=("${sides[@]}" cni-floor)
 i=0
-for s in "${sides[@]}"; do
+for s in "${nets[@]}"; do
 	net_of[$s]=pbcmp-$s
 	case "$s" in
 	containerd2) bridge_of[$s]=pbcmp-ctr2 ;;
@@ -165,6 +173,7 @@ for s in "${sides[@]}"; do
 	containerd16) bridge_of[$s]=pbcmp-ctr16 ;;
 	podbay) bridge_of[$s]=pbcmp-pb ;;
 	podbay-own) bridge_of[$s]=pbcmp-pbown ;;
+	cni-floor) net_of[$s]=pbcmp-floor bridge_of[$s]=pbcmp-floor ;;
 	esac
 	base=$((i << bits))
 	subnet_of[$s]=10.196.$((base >> 8)).$((base & 255))/$((32 - bits))
@@ -222,8 +231,9 @@ stop_pid() {
 	wait "$pid" 2>/dev/null || true
 }
 
-# side_vars SIDE sets the names lib.sh's leak checks read for one side
-# (bash's dynamic scope: the callers declare them local).
+# side_vars SIDE sets the names lib.sh's leak checks read for one side,
+# or for the CNI floor's network (cni-floor) (bash's dynamic scope: the
+# callers declare them local).
 side_vars() {
 	local d=$top/$1
 	tmp=$d net_name=${net_of[$1]} bridge=${bridge_of[$1]} ipam_dir=$d/ipam
@@ -246,6 +256,9 @@ side_vars() {
 		[ "$HANDLER_TYPE" != vm ] || runtime_root=$d/state/shim-runc/podbay
 		[ "$1" != podbay-own ] || ipam_dir=/var/lib/cni/networks
 		;;
+	cni-floor)
+		netns_dir=$d/netns runtime_root=$d/none
+		;;
 	esac
 }
 side_leaks() {
@@ -259,6 +272,9 @@ side_leaks() {
 	find /var/lib/cni/results -maxdepth 1 -name "$net_name-*" -printf "$1: CNI cache entry %p\n" 2>/dev/null || true
 	if [ "$1" = crio ] && [ -d "$tmp/state/ns" ]; then
 		find "$tmp/state/ns" -mindepth 2 -maxdepth 2 ! -path '*/netns/*' -printf "$1: pinned namespace %p\n"
+	fi
+	if [ "$1" = cni-floor ] && [ -d "$tmp/cache/results" ]; then
+		find "$tmp/cache/results" -mindepth 1 -printf "$1: CNI cache entry %p\n"
 	fi
 }
 side_remove_leaks() {
@@ -302,7 +318,7 @@ finish() {
 	registry_pid=
 
 	leaks=$(
-		for s in "${sides[@]}"; do
+		for s in "${nets[@]}"; do
 			side_leaks "$s"
 		done
 		new_shim_sockets | sed 's|^|shim socket /run/containerd/s/|'
@@ -310,7 +326,7 @@ finish() {
 	if [ -n "$leaks" ]; then
 		failed=1
 		print_leaks "$leaks"
-		for s in "${sides[@]}"; do
+		for s in "${nets[@]}"; do
 			side_remove_leaks "$s"
 		done
 		for f in $(new_shim_sockets); do rm -f "/run/containerd/s/$f"; done
@@ -318,7 +334,7 @@ finish() {
 	# An empty host-local dir (last_reserved_ip, lock) of podbay's default
 	# network.
 	rm -rf /var/lib/cni/networks/pbcmp-podbay-own
-	for s in "${sides[@]}"; do
+	for s in "${nets[@]}"; do
 		ip link del "${bridge_of[$s]}" 2>/dev/null
 	done
 	remove_cgroups "$cgroup_base"
@@ -408,7 +424,8 @@ mirrored=(registry.k8s.io docker.io gcr.io public.ecr.aws)
 } >"$registries_conf"
 echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$policy"
 
-# shared_conflist SIDE writes the shared network, under the side's names.
+# shared_conflist SIDE writes the shared network, under the side's names
+# (or the CNI floor's, cni-floor), into $top/SIDE/net.d.
 shared_conflist() {
 	local d=$top/$1
 	cat >"$d/net.d/10-${net_of[$1]}.conflist" <<EOF
@@ -605,6 +622,7 @@ echo "$title"
 for s in "${sides[@]}"; do
 	echo "network of $s: ${subnet_of[$s]} on ${bridge_of[$s]} ($([ "$s" = podbay-own ] && echo "podbay's default network, conflist ipMasq $pb_masq" || echo "the shared conflist"))"
 done
+echo "network of the CNI floor: ${subnet_of[cni-floor]} on ${bridge_of[cni-floor]} (the shared conflist)"
 echo "roots: $root_fs_note"
 echo "registry $registry; realistic image: $(cat "$image_dir/size") in $(find "$image_dir" -name 'layer-*.tar.gz' | wc -l) layers over busybox"
 
@@ -615,6 +633,13 @@ cp /bin/busybox "$floor_rootfs/bin/"
 ln -s busybox "$floor_rootfs/bin/sleep"
 bench_args=(-floor-runtime "$(command -v runc)" -floor-rootfs "$floor_rootfs"
 	-floor-dir "$top/floor" -floor-cgroup-parent "$cgroup_base/floor")
+# The CNI floor: the shared conflist's ADD and DEL alone, on its own
+# network; its IP reservations, libcni cache and pinned namespaces under
+# $top/cni-floor.
+mkdir -p "$top/cni-floor"/{net.d,ipam,cache,netns}
+shared_conflist cni-floor
+bench_args+=(-cni-floor-conflist "$top/cni-floor/net.d/10-${net_of[cni-floor]}.conflist"
+	-cni-floor-cache-dir "$top/cni-floor/cache" -cni-floor-netns-dir "$top/cni-floor/netns")
 for s in "${sides[@]}"; do
 	# The per-pod processes' command lines hold the side's temp dir.
 	bench_args+=("-$s-socket" "${sock_of[$s]}" "-$s-pid" "${pid_of[$s]}" "-$s-procs" "$top/$s/"

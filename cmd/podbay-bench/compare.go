@@ -83,6 +83,9 @@ type compareOptions struct {
 	notes        []string
 	// The runtime alone (compare_floor.go); no floor without floorRuntime.
 	floorRuntime, floorRootfs, floorDir, floorCgroupParent string
+	// The shared conflist alone (compare_cnifloor.go); no CNI floor
+	// without cniFloorConflist.
+	cniFloorConflist, cniFloorBinDirs, cniFloorCacheDir, cniFloorNetnsDir string
 }
 
 type stringList []string
@@ -127,6 +130,10 @@ func parseCompareFlags(args []string) (compareOptions, error) {
 	fs.StringVar(&o.floorRootfs, "floor-rootfs", "", "the floor's busybox root filesystem (with bin/sleep)")
 	fs.StringVar(&o.floorDir, "floor-dir", "", "a new `dir` for the floor's runtime state and bundles (removed afterwards)")
 	fs.StringVar(&o.floorCgroupParent, "floor-cgroup-parent", "/podbay-bench-floor", "cgroup parent of the floor's containers")
+	fs.StringVar(&o.cniFloorConflist, "cni-floor-conflist", "", "also time this conflist's CNI ADD and DEL alone (libcni, no runtime), each round: the floor of RunPodSandbox and StopPodSandbox; a `file` naming its own bridge, subnet and host-local dir")
+	fs.StringVar(&o.cniFloorBinDirs, "cni-floor-bin-dirs", "/usr/lib/cni:/opt/cni/bin", "the CNI floor's plugin directories, colon-separated")
+	fs.StringVar(&o.cniFloorCacheDir, "cni-floor-cache-dir", "", "libcni's cache `dir` for the CNI floor (empty afterwards)")
+	fs.StringVar(&o.cniFloorNetnsDir, "cni-floor-netns-dir", "", "a `dir` for the CNI floor's pinned network namespaces (empty afterwards)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -168,6 +175,8 @@ func parseCompareFlags(args []string) (compareOptions, error) {
 		return o, errors.New("-timeout must be positive and -stop-timeout whole seconds")
 	case o.floorRuntime != "" && (o.floorRootfs == "" || o.floorDir == ""):
 		return o, errors.New("-floor-runtime needs -floor-rootfs and -floor-dir")
+	case o.cniFloorConflist != "" && (o.cniFloorCacheDir == "" || o.cniFloorNetnsDir == ""):
+		return o, errors.New("-cni-floor-conflist needs -cni-floor-cache-dir and -cni-floor-netns-dir")
 	}
 	return o, nil
 }
@@ -301,6 +310,17 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 			}
 		}()
 	}
+	var cf *cniFloor
+	if o.cniFloorConflist != "" {
+		if cf, err = newCNIFloor(o.cniFloorConflist, filepath.SplitList(o.cniFloorBinDirs), o.cniFloorCacheDir, o.cniFloorNetnsDir); err != nil {
+			return err
+		}
+		defer func() {
+			if err := cf.cleanup(context.WithoutCancel(ctx)); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("CNI floor: %w", err))
+			}
+		}()
+	}
 	start := time.Now()
 	for r := range o.rounds {
 		// The order rotates: each side goes first in a round of its own.
@@ -321,6 +341,11 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		if fl != nil {
 			if err := fl.block(ctx, perRound); err != nil {
 				return fmt.Errorf("round %d, floor block: %w", r+1, err)
+			}
+		}
+		if cf != nil {
+			if err := cf.block(ctx, perRound); err != nil {
+				return fmt.Errorf("round %d, CNI floor block: %w", r+1, err)
 			}
 		}
 		fmt.Fprintf(out, "round %d/%d done (%s)\n", r+1, o.rounds, time.Since(start).Round(time.Second))
@@ -367,6 +392,9 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		if fl != nil {
 			tbl.floor = fl.report(tbl)
 		}
+		if cf != nil {
+			tbl.cniFloor = cf.report(tbl)
+		}
 		fmt.Fprintf(out, "\n%s\n", tbl.heading())
 		tbl.printText(out)
 	}
@@ -386,6 +414,9 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		for _, tbl := range tables {
 			if fl != nil {
 				tbl.floor = fl.report(tbl)
+			}
+			if cf != nil {
+				tbl.cniFloor = cf.report(tbl)
 			}
 			tbl.printMarkdown(&sb)
 		}

@@ -53,6 +53,7 @@ type table struct {
 	headline []int    // the anchors' columns the ratio is against
 	rows     []tableRow
 	floor    string // the runtime alone (compare_floor.go); "" when not measured
+	cniFloor string // the shared conflist alone (compare_cnifloor.go); "" when not measured
 }
 
 // best returns the best anchor's value of the row (the lowest, or the
@@ -324,6 +325,9 @@ func (t table) printText(w io.Writer) {
 	if t.floor != "" {
 		fmt.Fprintln(w, t.floor)
 	}
+	if t.cniFloor != "" {
+		fmt.Fprintln(w, t.cniFloor)
+	}
 }
 
 // legend explains the rows that are not one RPC's latency.
@@ -365,6 +369,9 @@ func (t table) printMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nTargets met: %d of %d.", met, total)
 	if t.floor != "" {
 		fmt.Fprintf(w, " The %s.", strings.TrimPrefix(t.floor, "floor: "))
+	}
+	if t.cniFloor != "" {
+		fmt.Fprintf(w, " %s.", t.cniFloor)
 	}
 	fmt.Fprint(w, "\n\n")
 }

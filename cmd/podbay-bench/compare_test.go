@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,70 @@ func TestParseCompareFlags(t *testing.T) {
 		if _, err := parseCompareFlags(bad); err == nil {
 			t.Errorf("parseCompareFlags(%q) succeeded", bad)
 		}
+	}
+}
+
+func TestCNIFloorReport(t *testing.T) {
+	o := compareOptions{concurrency: 10, rounds: 1}
+	mk := func(name string, run, stop time.Duration) *target {
+		return &target{name: name, samples: map[string][]time.Duration{rpcRun: {run}, rpcStop: {stop}}}
+	}
+	ts := []*target{
+		mk("containerd2", 100*time.Millisecond, 40*time.Millisecond),
+		mk("crio", 80*time.Millisecond, 60*time.Millisecond),
+		mk("podbay", 50*time.Millisecond, 20*time.Millisecond),
+	}
+	tbl := buildTable(o, ts, ts[2], math.NaN())
+	ms := func(v ...int) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Millisecond
+		}
+		return d
+	}
+	// RunPodSandbox: 0.35 × crio's 80 = 28 ms, the ADD's p50 30: 2 below.
+	// StopPodSandbox: 0.35 × containerd2's 40 = 14 ms, the DEL's p50 10: 4
+	// above.
+	got := cniFloorReport(tbl, "pbcmp-floor", ms(40, 30, 20), ms(10, 12, 8))
+	for _, want := range []string{
+		"CNI floor: the shared conflist's ADD alone (network pbcmp-floor; libcni, no daemon or runtime; 3 samples): p50 30.0 ms (p95 40.0), DEL alone p50 10.0 ms (p95 12.0)",
+		"; RunPodSandbox's target is 28.0 ms (0.35 × crio's 80.0) — 2.0 ms below the ADD alone, out of reach on this network",
+		"; StopPodSandbox's target is 14.0 ms (0.35 × containerd2's 40.0) — 4.0 ms above the DEL alone",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "out of reach") != 1 {
+		t.Errorf("report: %s", got)
+	}
+	if got := cniFloorReport(tbl, "pbcmp-floor", nil, nil); got != "" {
+		t.Errorf("report without samples = %q", got)
+	}
+	// Without anchor values, only the floor's own numbers.
+	bare := buildTable(o, []*target{{name: "crio"}, ts[2]}, ts[2], math.NaN())
+	if got := cniFloorReport(bare, "n", ms(5), ms(3)); strings.Contains(got, "target") {
+		t.Errorf("report without anchors: %s", got)
+	}
+	tbl.cniFloor = got
+	var text, md strings.Builder
+	tbl.printText(&text)
+	tbl.printMarkdown(&md)
+	if !strings.Contains(text.String(), "\nCNI floor: the shared conflist's") || !strings.Contains(md.String(), " CNI floor: the shared conflist's ADD alone (network pbcmp-floor;") {
+		t.Errorf("tables:\n%s\n%s", text.String(), md.String())
+	}
+}
+
+func TestParseCompareFlagsCNIFloor(t *testing.T) {
+	base := []string{"-crio-socket", "/c.sock", "-crio-log-dir", "/c", "-podbay-socket", "/p.sock", "-podbay-log-dir", "/p", "-image", "busybox"}
+	o, err := parseCompareFlags(append(slices.Clone(base), "-cni-floor-conflist", "/f.conflist", "-cni-floor-cache-dir", "/cache", "-cni-floor-netns-dir", "/netns"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cniFloorBinDirs != "/usr/lib/cni:/opt/cni/bin" || o.cniFloorCacheDir != "/cache" || o.cniFloorNetnsDir != "/netns" {
+		t.Errorf("options: %+v", o)
+	}
+	if _, err := parseCompareFlags(append(slices.Clone(base), "-cni-floor-conflist", "/f.conflist")); err == nil {
+		t.Error("-cni-floor-conflist without its dirs accepted")
 	}
 }
