@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -394,6 +395,9 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		}
 		if cf != nil {
 			tbl.cniFloor = cf.report(tbl)
+		}
+		if fl != nil && cf != nil {
+			tbl.cpuFloor = throughputBound(tbl, runtime.NumCPU(), p50ms(fl.cpu), p50ms(cf.cpu))
 		}
 		fmt.Fprintf(out, "\n%s\n", tbl.heading())
 		tbl.printText(out)

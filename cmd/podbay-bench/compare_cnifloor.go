@@ -31,6 +31,7 @@ type cniFloor struct {
 	seq      int
 	live     []string // attachments whose namespace is pinned, DEL'd or not
 	add, del []time.Duration
+	cpu      []time.Duration // ADD and DEL: the plugins' CPU time
 }
 
 // newCNIFloor reads the conflist; CNI's cache (cacheDir) and the pinned
@@ -77,6 +78,7 @@ func (c *cniFloor) block(ctx context.Context, k int) error {
 		if err := netns.Pin(rt.NetNS); err != nil {
 			return err
 		}
+		c0 := childCPU()
 		t0 := time.Now()
 		if _, err := c.cni.AddNetworkList(ctx, c.list, rt); err != nil {
 			return fmt.Errorf("CNI ADD %s: %w", c.list.Name, err)
@@ -88,6 +90,7 @@ func (c *cniFloor) block(ctx context.Context, k int) error {
 		t2 := time.Now()
 		c.add = append(c.add, t1.Sub(t0))
 		c.del = append(c.del, t2.Sub(t1))
+		c.cpu = append(c.cpu, childCPU()-c0)
 		if err := c.forget(id); err != nil {
 			return err
 		}

@@ -32,6 +32,7 @@ type floor struct {
 	create       []time.Duration
 	start        []time.Duration
 	both         []time.Duration
+	cpu          []time.Duration // create, start and delete: runc's CPU time
 }
 
 // newFloor prepares the state root and the bundle's spec.
@@ -108,6 +109,7 @@ func (f *floor) block(ctx context.Context, k int) error {
 			return err
 		}
 		f.live = append(f.live, id)
+		c0 := childCPU()
 		t0 := time.Now()
 		if err := f.run(ctx, "create", "--bundle", bundle, id); err != nil {
 			return err
@@ -123,6 +125,7 @@ func (f *floor) block(ctx context.Context, k int) error {
 		if err := f.remove(ctx, id); err != nil {
 			return err
 		}
+		f.cpu = append(f.cpu, childCPU()-c0)
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ type table struct {
 	rows     []tableRow
 	floor    string // the runtime alone (compare_floor.go); "" when not measured
 	cniFloor string // the shared conflist alone (compare_cnifloor.go); "" when not measured
+	cpuFloor string // the throughput target against the floors' CPU time (compare_cpu.go)
 }
 
 // best returns the best anchor's value of the row (the lowest, or the
@@ -328,6 +329,9 @@ func (t table) printText(w io.Writer) {
 	if t.cniFloor != "" {
 		fmt.Fprintln(w, t.cniFloor)
 	}
+	if t.cpuFloor != "" {
+		fmt.Fprintln(w, t.cpuFloor)
+	}
 }
 
 // legend explains the rows that are not one RPC's latency.
@@ -372,6 +376,9 @@ func (t table) printMarkdown(w io.Writer) {
 	}
 	if t.cniFloor != "" {
 		fmt.Fprintf(w, " %s.", t.cniFloor)
+	}
+	if t.cpuFloor != "" {
+		fmt.Fprintf(w, " %s.", t.cpuFloor)
 	}
 	fmt.Fprint(w, "\n\n")
 }

@@ -200,3 +200,27 @@ func TestParseCompareFlagsCNIFloor(t *testing.T) {
 		t.Error("-cni-floor-conflist without its dirs accepted")
 	}
 }
+
+func TestThroughputBound(t *testing.T) {
+	o := compareOptions{concurrency: 10, rounds: 1}
+	ts := []*target{{name: "containerd2", rates: []float64{5}}, {name: "crio", rates: []float64{8}}, {name: "podbay", rates: []float64{11}}}
+	tbl := buildTable(o, ts, ts[2], math.NaN())
+	// 2.5 × crio's 8 = 20/s: on 2 CPUs, 100 ms of CPU per lifecycle.
+	got := throughputBound(tbl, 2, 60, 50)
+	for _, want := range []string{"target is 20.0/s (2.5 × crio's 8.0)", "on 2 CPUs leaves a lifecycle 100.0 ms of CPU time",
+		"the floors alone take 110.0 ms (the conflist's ADD + DEL 50.0, runc's create + start + delete 60.0", "over it: out of reach"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("bound lacks %q:\n%s", want, got)
+		}
+	}
+	if got := throughputBound(tbl, 4, 60, 50); !strings.HasSuffix(got, "within it") {
+		t.Errorf("4 CPUs: %s", got)
+	}
+	if got := throughputBound(tbl, 2, math.NaN(), 50); got != "" {
+		t.Errorf("without the runc floor: %q", got)
+	}
+	bare := buildTable(o, []*target{{name: "crio"}, ts[2]}, ts[2], math.NaN())
+	if got := throughputBound(bare, 2, 60, 50); got != "" {
+		t.Errorf("without an anchor's throughput: %q", got)
+	}
+}
