@@ -624,6 +624,16 @@ for s in "${sides[@]}"; do
 done
 echo "network of the CNI floor: ${subnet_of[cni-floor]} on ${bridge_of[cni-floor]} (the shared conflist)"
 echo "roots: $root_fs_note"
+# What inflates gzip layers: containerd runs igzip, else unpigz, from PATH
+# when installed; podbay runs igzip (gzip_decompressor = auto); CRI-O
+# inflates in process.
+gzip_note="gzip layers: no igzip or unpigz on PATH, every daemon inflates in process (Go)"
+if command -v igzip >/dev/null; then
+	gzip_note="gzip layers: igzip ($(command -v igzip), ISA-L) on PATH, run by containerd and podbay (gzip_decompressor auto); CRI-O inflates in process"
+elif command -v unpigz >/dev/null; then
+	gzip_note="gzip layers: unpigz on PATH, run by containerd; podbay and CRI-O inflate in process"
+fi
+echo "$gzip_note"
 echo "registry $registry; realistic image: $(cat "$image_dir/size") in $(find "$image_dir" -name 'layer-*.tar.gz' | wc -l) layers over busybox"
 
 # The floor: runc's create and start alone, on a busybox root filesystem.
@@ -655,6 +665,7 @@ has_side podbay-own && network_note+="; podbay-own on its default network (its c
 	-scale "$PODS_SCALE" -scale-samples "$SCALE_SAMPLES" -markdown "$OUT" -title "$title" \
 	-note "$network_note." \
 	-note "Roots (ROOT_FS=$ROOT_FS): $root_fs_note; run-time state on a tmpfs per daemon." \
+	-note "${gzip_note^}." \
 	-note "Images from one local registry (pause: podbay-pause; busybox; the realistic image: Python 3.11 from Debian's packages, $(cat "$image_dir/size") in 4 gzip layers over busybox) through registry mirrors on every daemon; requests shaped as the kubelet's (PID namespace per container, RuntimeDefault seccomp, resources, labels, log directories); every RPC from one client, one by one unless noted."
 
 for s in "${sides[@]}"; do
