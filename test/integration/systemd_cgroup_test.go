@@ -88,9 +88,10 @@ func TestSystemdCgroupDriver(t *testing.T) {
 	_, info := e.status(t, pod.id)
 	sbScope := systemd.ScopeName(pod.id)
 	// crun runs the container's processes, and sets its limits, in a
-	// "container" leaf below the scope.
+	// "container" leaf below the scope, started by podbayd (oci) or by
+	// the shim (vm) alike.
 	leaf := ""
-	if suiteRuntimeType == "oci" && filepath.Base(suiteOCIRuntime) == "crun" {
+	if filepath.Base(suiteOCIRuntime) == "crun" {
 		leaf = "/container"
 	}
 	if got := unifiedCgroupOf(t, info.Pid); got != parentDir+"/"+sbScope+leaf {
