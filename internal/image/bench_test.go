@@ -1,12 +1,18 @@
 package image
 
 import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/test/testimage"
@@ -268,5 +276,75 @@ func TestPullPathsInterleaved(t *testing.T) {
 		t.Logf("%s: wall p50 %v (min %v, max %v), CPU p50 %v", name, wall[copyPull][rounds/2].Round(time.Millisecond),
 			wall[copyPull][0].Round(time.Millisecond), wall[copyPull][rounds-1].Round(time.Millisecond),
 			cpu[copyPull][rounds/2].Round(time.Millisecond))
+	}
+}
+
+// TestPullAfterRemove pulls an image made of the gzip layers in
+// $PODBAY_PULL_LAYERS (layer-1.tar.gz, layer-2.tar.gz, …: hack/
+// bench-compare.sh's realistic image is in _output/bench-image) six
+// times, removing it after each pull as bench-compare does, and logs each
+// pull's wall time, this process's CPU time (an external decompressor's
+// not counted) and each layer's unpacking time. TMPDIR chooses the file
+// system the storage lives on; $PODBAY_GZIP the gzip decompressor (auto).
+// A measurement, run by hand:
+//
+//	PODBAY_PULL_LAYERS=$PWD/_output/bench-image TMPDIR=/mnt/x go test -run TestPullAfterRemove -v ./internal/image
+//
+// On ext4 without a journal every pull after the first is slower than the
+// one before (docs/performance.md, "Against containerd 2.4 and CRI-O").
+func TestPullAfterRemove(t *testing.T) {
+	dir := os.Getenv("PODBAY_PULL_LAYERS")
+	if dir == "" {
+		t.Skip("a measurement; set PODBAY_PULL_LAYERS to a directory of layer-N.tar.gz")
+	}
+	var layers []rawLayer
+	for i := 1; ; i++ {
+		blob, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("layer-%d.tar.gz", i)))
+		if errors.Is(err, os.ErrNotExist) && i > 1 {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(blob))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := digest.Canonical.Digester()
+		if _, err := io.Copy(h.Hash(), zr); err != nil {
+			t.Fatal(err)
+		}
+		layers = append(layers, rawLayer{blob: blob, mediaType: imgspecv1.MediaTypeImageLayerGzip, diffID: h.Digest()})
+	}
+	reg := newRegistry(t)
+	reg.pushRaw("bench/layers:1", layers...)
+	e := newEnv(t, func(c *Config) { c.GzipDecompressor = cmp.Or(os.Getenv("PODBAY_GZIP"), GzipDecompressorAuto) })
+	e.insecure(reg.host)
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var unpacks []time.Duration
+	observe := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		unpacks = append(unpacks, d.Round(time.Millisecond))
+	}
+	layerUnpackObserver.Store(&observe)
+	t.Cleanup(func() { layerUnpackObserver.Store(nil) })
+	t.Logf("%d layers, storage in %s, gzip %s", len(layers), os.TempDir(), e.store.gunzip)
+	for i := range 6 {
+		mu.Lock()
+		unpacks = nil
+		mu.Unlock()
+		c0, t0 := processCPU(t), time.Now()
+		img, err := e.store.Pull(ctx, reg.ref("bench/layers:1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wall, cpu := time.Since(t0), processCPU(t)-c0
+		mu.Lock()
+		t.Logf("pull %d: wall %v, CPU %v, layers unpacked in %v", i+1, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), unpacks)
+		mu.Unlock()
+		if err := e.store.Remove(ctx, img.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
