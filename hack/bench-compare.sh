@@ -72,11 +72,12 @@
 # in a sparse loop file, as a node's /var/lib is. ROOT_FS=host: the roots
 # on the temp dir's file system as it is. The choice matters for the
 # image rows: ext4 without a journal (this development VM's root) skips,
-# when it allocates an inode, every inode freed in the last 5 minutes
-# (recently_deleted() in fs/ext4/ialloc.c, checked only without a
-# journal), so a pull right after the same image was removed scans past
-# every inode the removal freed, for every file it creates. Whichever
-# daemon frees its layers' inodes at removal pays it in the next pull.
+# when it allocates an inode, every inode freed in the last minute (six
+# while its inode-table block is dirty; recently_deleted() in
+# fs/ext4/ialloc.c, checked only without a journal), so a pull right
+# after the same image was removed scans past every inode the removal
+# freed, for every file it creates: podbay and CRI-O pay it, containerd
+# 2.4, for a reason not found, does not (docs/performance.md).
 #
 # Env: ANCHORS, NETWORK, ROOT_FS, N samples per RPC (default 50), IMAGE_N samples
 # of the realistic image's rows (20), ROUNDS (5), THROUGHPUT_N lifecycles
