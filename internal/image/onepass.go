@@ -413,12 +413,12 @@ func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePas
 	if err != nil {
 		return nil, fmt.Errorf("fetch layer %s: %w", l.blob.Digest, err)
 	}
-	defer rc.Close()
+	d.body = rc
+	defer d.closeBody()
 	s.metrics.observePhase("layer", "fetch", time.Since(start))
 	if l.blob.Size < 0 && size >= 0 {
 		l.blob.Size = size
 	}
-	d.body = rc
 	out, err = s.store.PrepareStagedLayer(nil, d)
 	if err != nil {
 		if out != nil && out.Target != "" {
@@ -451,10 +451,11 @@ func (e *LayerDigestError) Unwrap() error { return errdefs.ErrInvalidArgument }
 // streamDiffer is the containers/storage Differ of one layer: it unpacks
 // the blob stream into the staging directory it is given.
 type streamDiffer struct {
-	ctx    context.Context
-	body   io.Reader
-	layer  *onePassLayer
-	events chan<- types.ProgressProperties
+	ctx       context.Context
+	body      io.ReadCloser
+	closeOnce sync.Once
+	layer     *onePassLayer
+	events    chan<- types.ProgressProperties
 
 	// tarSplitHeld is the Store's count of tar-split held in memory.
 	tarSplitHeld *atomic.Int64
@@ -474,6 +475,41 @@ func (d *streamDiffer) Read(p []byte) (int, error) {
 		d.reported, d.lastReport = d.read, now
 	}
 	return n, err
+}
+
+// closeBody closes the blob's stream, once: a Read blocked on it returns.
+func (d *streamDiffer) closeBody() {
+	d.closeOnce.Do(func() { _ = d.body.Close() })
+}
+
+// stoppableReader is a decompressor read by one goroutine and closed by
+// another: Close waits for a Read in flight to return (decompressors'
+// Close is not safe beside a Read), and Reads after it fail.
+type stoppableReader struct {
+	mu     sync.Mutex
+	r      io.ReadCloser
+	closed bool
+}
+
+var errLayerStreamClosed = errors.New("layer stream closed")
+
+func (s *stoppableReader) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errLayerStreamClosed
+	}
+	return s.r.Read(p)
+}
+
+func (s *stoppableReader) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.r.Close()
 }
 
 // Magic numbers of the compressions the one-pass pull reads.
@@ -501,27 +537,31 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return out, &streamError{err: err}
 	}
-	var uncompressed io.Reader
+	var dec io.ReadCloser
 	switch {
 	case bytes.HasPrefix(magic, gzipMagic):
-		zr, err := d.gunzip.open(d.ctx, br)
-		if err != nil {
+		if dec, err = d.gunzip.open(d.ctx, br); err != nil {
 			return out, &streamError{err: fmt.Errorf("gzip: %w", err)}
 		}
-		defer zr.Close()
-		uncompressed = zr
 	case bytes.HasPrefix(magic, zstdMagic):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
 		if err != nil {
 			return out, &streamError{err: fmt.Errorf("zstd: %w", err)}
 		}
-		defer zr.Close()
-		uncompressed = zr
+		dec = zr.IOReadCloser()
 	case bytes.HasPrefix(magic, bzip2Magic), bytes.HasPrefix(magic, xzMagic):
 		return out, fallback("layer %s is bzip2 or xz compressed", l.blob.Digest)
 	default:
-		uncompressed = br
+		dec = io.NopCloser(br)
 	}
+	// tar-split reads the stream on a goroutine of its own, which may still
+	// be in a Read when the unpacking fails: the blob is closed first, so
+	// that Read returns, and the decompressor only after it did.
+	uncompressed := &stoppableReader{r: dec}
+	defer func() {
+		d.closeBody()
+		_ = uncompressed.Close()
+	}()
 
 	diffIDAlgo := l.diffID.Algorithm()
 	if !diffIDAlgo.Available() {
