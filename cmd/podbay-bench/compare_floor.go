@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,14 +153,7 @@ func (f *floor) cleanup(ctx context.Context) error {
 }
 
 // p50 is the floor's create + start p50 in ms.
-func (f *floor) p50() float64 {
-	if len(f.both) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(f.both)
-	slices.Sort(s)
-	return msOf(quantile(s, 0.5))
-}
+func (f *floor) p50() float64 { return p50ms(f.both) }
 
 // report is the floor's line under a table: its p50s, and the
 // Create+StartContainer target against it.
@@ -169,13 +161,8 @@ func (f *floor) report(t table) string {
 	if len(f.both) == 0 {
 		return ""
 	}
-	p50 := func(d []time.Duration) float64 {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return msOf(quantile(s, 0.5))
-	}
 	line := fmt.Sprintf("floor: %s create + start alone (no daemon, monitor or network; %d samples): p50 %.1f ms (create %.1f, start %.1f)",
-		filepath.Base(f.runtime), len(f.both), f.p50(), p50(f.create), p50(f.start))
+		filepath.Base(f.runtime), len(f.both), f.p50(), p50ms(f.create), p50ms(f.start))
 	for _, r := range t.rows {
 		if r.name == rowCreateStart && r.goal.kind == goalFloorPlus {
 			line += fmt.Sprintf("; Create+StartContainer's target is %.1f ms (the floor + %g ms)", f.p50()+r.goal.limit, r.goal.limit)

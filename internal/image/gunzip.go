@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/klauspost/pgzip"
+
+	"github.com/podbay/podbay/internal/runtime"
 )
 
 // A one-pass pull spends most of its CPU time inflating gzip layers
@@ -129,7 +131,7 @@ func (g gunzipper) open(ctx context.Context, r io.Reader) (io.ReadCloser, error)
 type externalGunzip struct {
 	cmd    *exec.Cmd
 	out    *os.File
-	stderr *headBuffer
+	stderr *runtime.CappedBuffer // read once the program is waited for
 
 	mu     sync.Mutex
 	waited bool
@@ -144,7 +146,7 @@ func startGunzip(ctx context.Context, path string, in io.Reader) (*externalGunzi
 	cmd := exec.CommandContext(ctx, path, "-d", "-c")
 	cmd.Stdin = in // copied by a goroutine of exec's until in ends or the program exits
 	cmd.Stdout = pw
-	stderr := &headBuffer{max: 1 << 10}
+	stderr := runtime.NewCappedBuffer(1 << 10)
 	cmd.Stderr = stderr
 	cmd.Env = []string{}
 	cmd.Dir = "/"
@@ -197,26 +199,4 @@ func (g *externalGunzip) Close() error {
 	}
 	_ = g.wait()
 	return g.out.Close()
-}
-
-// headBuffer keeps the first max bytes written to it.
-type headBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (b *headBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.max - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (b *headBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }
