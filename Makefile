@@ -7,11 +7,9 @@ BIN     ?= bin
 # Keep the cgo-only backends of containers/image and containers/storage
 # (gpgme, btrfs, devicemapper) out of the build: no extra C libraries;
 # and NRI's WASM plugin runtime (wazero, 3.7 MB of binary and resident
-# memory), and sigstore's Rekor client (containers_image_rekor_stub:
-# go-openapi, govalidator, mongo-driver bson; 2.9 MB, and 4 ms of init);
-# and gRPC's x/net/trace (grpcnotrace: /debug/requests, never served);
+# memory); and gRPC's x/net/trace (grpcnotrace: /debug/requests, never served);
 # docs/performance.md ("podbayd's memory").
-BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace
+BUILDTAGS ?= containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,grpcnotrace
 export GOFLAGS := -tags=$(BUILDTAGS)
 # Only a podbayd built with the failpoints tag reads PODBAY_FAILPOINTS; the
 # integration tests build theirs so. `make build` does not.

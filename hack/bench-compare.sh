@@ -106,7 +106,7 @@ HANDLER_TYPE=${HANDLER_TYPE:-oci}
 SANDBOX_PROCESS=${SANDBOX_PROCESS:-auto}
 ROOT_FS=${ROOT_FS:-ext4}
 # The Makefile's build tags, for a run without make.
-export GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace}
+export GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,grpcnotrace}
 ANCHORS=${ANCHORS:-containerd2 crio}
 NETWORK=${NETWORK:-same}
 

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bin}
 export PATH=/usr/local/go/bin:$PATH
-export GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace}
+export GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,grpcnotrace}
 
 log() { echo "build-deb: $*"; }
 die() {

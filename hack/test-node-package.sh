@@ -181,7 +181,7 @@ trap cleanup EXIT
 deb=$(./hack/build-deb.sh "$work" | tail -1)
 result "build the .deb ($(basename "$deb"))" $? || { summary; exit 1; }
 [ -x "$BIN/crictl" ] || (cd tools && GOFLAGS= go build -o "$repo/$BIN/crictl" sigs.k8s.io/cri-tools/cmd/crictl)
-GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace} \
+GOFLAGS=${GOFLAGS:--tags=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,grpcnotrace} \
 	CGO_ENABLED=0 go build -o "$work/podbay-testimages" ./cmd/podbay-testimages
 result "build crictl and podbay-testimages" $?
 cp "$BIN/crictl" "$0" hack/node-lib.sh "$work/"

@@ -288,7 +288,7 @@ cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
 BIN=${BIN:-bin}
 export PATH=/usr/local/go/bin:$PATH
-BUILDTAGS=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,containers_image_rekor_stub,grpcnotrace
+BUILDTAGS=containers_image_openpgp,exclude_graphdriver_btrfs,exclude_graphdriver_devicemapper,nri_no_wasm,grpcnotrace
 export GOFLAGS=-tags=$BUILDTAGS
 find_testvm || { echo "test-node: no testvm (set TESTVM)" >&2; exit 1; }
 # Images built here have the node's dependencies preinstalled.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/containers/image/v5/types"
+	"go.podman.io/image/v5/types"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )

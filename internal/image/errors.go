@@ -9,8 +9,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/containers/image/v5/docker"
 	"github.com/docker/distribution/registry/api/errcode"
+	"go.podman.io/image/v5/docker"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )

@@ -16,10 +16,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/containers/image/v5/docker"
-	"github.com/containers/storage"
 	"github.com/docker/distribution/registry/api/errcode"
 	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/storage"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/containers/image/v5/docker/reference"
-	"github.com/containers/storage"
+	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/storage"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )

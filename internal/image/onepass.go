@@ -10,29 +10,30 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/containers/image/v5/docker"
-	"github.com/containers/image/v5/docker/reference"
-	cimage "github.com/containers/image/v5/image"
-	"github.com/containers/image/v5/manifest"
-	"github.com/containers/image/v5/pkg/blobinfocache/none"
-	"github.com/containers/image/v5/signature"
-	"github.com/containers/image/v5/types"
-	"github.com/containers/storage"
-	graphdriver "github.com/containers/storage/drivers"
-	"github.com/containers/storage/pkg/archive"
-	"github.com/containers/storage/pkg/tarlog"
 	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/vbatts/tar-split/archive/tar"
 	"github.com/vbatts/tar-split/tar/asm"
 	tsstorage "github.com/vbatts/tar-split/tar/storage"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/docker/reference"
+	cimage "go.podman.io/image/v5/image"
+	"go.podman.io/image/v5/manifest"
+	"go.podman.io/image/v5/pkg/blobinfocache/none"
+	"go.podman.io/image/v5/signature"
+	"go.podman.io/image/v5/types"
+	"go.podman.io/storage"
+	graphdriver "go.podman.io/storage/drivers"
+	"go.podman.io/storage/pkg/archive"
+	"go.podman.io/storage/pkg/tarlog"
+	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
@@ -85,51 +86,6 @@ type onePassLayer struct {
 	done chan struct{} // closed once out or err is set
 	out  *graphdriver.DriverWithDifferOutput
 	err  error
-	// tarSplit is the share of Store.tarSplitHeld out.TarSplit holds.
-	tarSplit heldBytes
-}
-
-// maxTarSplitHeld bounds the tar-split (the tar headers containers/storage
-// keeps to rebuild a layer's tar, about 1 KiB a file) that the one-pass
-// pulls of a Store hold in memory at once: containers/storage v1.58 takes a
-// staged layer's tar-split as bytes, uncompressed, until the layer is
-// committed. An image whose layers hold more files than that (some 250,000
-// in the layers staged at once) falls back to copy.Image, which keeps the
-// tar-split compressed as it unpacks; without the bound a layer of millions
-// of empty files, a small blob, would hold gigabytes of podbayd's memory.
-var maxTarSplitHeld int64 = 256 << 20 // a var for tests
-
-// errTarSplitBudget: the staged layers' tar-split passed maxTarSplitHeld.
-var errTarSplitBudget = errors.New("tar-split memory budget exhausted")
-
-// heldBytes is a buffer whose bytes count against a shared budget.
-type heldBytes struct {
-	buf      bytes.Buffer
-	held     *atomic.Int64 // the shared count; nil: not counted
-	limit    int64
-	n        int64 // bytes of buf counted in held
-	exceeded bool
-}
-
-func (h *heldBytes) Write(p []byte) (int, error) {
-	if h.held != nil {
-		if h.held.Add(int64(len(p))) > h.limit {
-			h.held.Add(-int64(len(p)))
-			h.exceeded = true
-			return 0, errTarSplitBudget
-		}
-		h.n += int64(len(p))
-	}
-	return h.buf.Write(p)
-}
-
-// release returns the buffer's bytes to the budget; the caller no longer
-// uses them.
-func (h *heldBytes) release() {
-	if h.held != nil && h.n > 0 {
-		h.held.Add(-h.n)
-		h.n = 0
-	}
 }
 
 // chainLayerID is containers/image's storage destination's layer ID for a
@@ -341,7 +297,6 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 				}
 				l.out = nil
 			}
-			l.tarSplit.release()
 		}
 	}()
 
@@ -361,9 +316,8 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 		if err := s.commitStagedLayer(l); err != nil {
 			return fmt.Errorf("commit layer %s: %w", l.blob.Digest, err)
 		}
-		// containers/storage has written the tar-split out.
+		// containers/storage has written the tar-split out and closed it.
 		l.out.TarSplit = nil
-		l.tarSplit.release()
 		s.metrics.observePhase("layer", "commit", time.Since(start))
 	}
 	return nil
@@ -397,7 +351,7 @@ func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePas
 	events chan<- types.ProgressProperties) (out *graphdriver.DriverWithDifferOutput, err error) {
 	start := time.Now()
 	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
-	d := &streamDiffer{ctx: ctx, layer: l, events: events, tarSplitHeld: &s.tarSplitHeld, gunzip: s.gunzip}
+	d := &streamDiffer{ctx: ctx, layer: l, events: events, gunzip: s.gunzip}
 	defer func() {
 		// Done even on failure, which may yet fall back to copy.Image:
 		// the stall watchdog counts the blobs in flight.
@@ -457,8 +411,6 @@ type streamDiffer struct {
 	layer     *onePassLayer
 	events    chan<- types.ProgressProperties
 
-	// tarSplitHeld is the Store's count of tar-split held in memory.
-	tarSplitHeld *atomic.Int64
 	// gunzip decompresses gzip layers.
 	gunzip gunzipper
 
@@ -475,6 +427,12 @@ func (d *streamDiffer) Read(p []byte) (int, error) {
 		d.reported, d.lastReport = d.read, now
 	}
 	return n, err
+}
+
+// Close implements graphdriver.Differ: it closes the blob's stream.
+func (d *streamDiffer) Close() error {
+	d.closeBody()
+	return nil
 }
 
 // closeBody closes the blob's stream, once: a Read blocked on it returns.
@@ -588,23 +546,39 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	defer closeIDLogger()
 	var size countWriter
 	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, idLogger))
-	tarSplit := &l.tarSplit
-	tarSplit.held, tarSplit.limit = d.tarSplitHeld, maxTarSplitHeld
+	// The tar-split (the tar headers containers/storage keeps to rebuild
+	// the layer's tar, about 1 KiB a file) goes to an unlinked file beside
+	// the staged directory, not to memory: a layer of millions of files
+	// costs podbayd no more than a layer of ten. The output owns the file
+	// once the layer is staged; containers/storage closes it at commit or
+	// clean-up.
+	tarSplitFile, err := openUnlinkedFile(filepath.Dir(dest))
+	if err != nil {
+		return out, fmt.Errorf("tar-split file: %w", err)
+	}
+	defer func() {
+		if out.TarSplit == nil {
+			_ = tarSplitFile.Close()
+		}
+	}()
+	tarSplit := bufio.NewWriterSize(tarSplitFile, 64<<10)
 	packer := &rootWatchPacker{Packer: tsstorage.NewJSONPacker(tarSplit)}
-	payload, err := asm.NewInputTarStream(tee, packer, tsstorage.NewDiscardFilePutter())
+	payload, packed, err := asm.NewInputTarStreamWithDone(tee, packer, tsstorage.NewDiscardFilePutter())
 	if err != nil {
 		return out, err
 	}
 	// tar-split feeds payload from a goroutine of its own: end it however
 	// the unpacking ends.
-	if c, ok := payload.(io.Closer); ok {
-		defer c.Close()
-	}
+	defer payload.Close()
 	unpackErr := unpackConfined(payload, dest, options)
 	if unpackErr == nil {
-		// What follows the tar's end, then the compressed stream's end.
-		if _, err := io.Copy(io.Discard, tee); err != nil {
+		// What follows the tar's end (a record's padding, part of the
+		// diffID) goes through tar-split too, which has packed every
+		// entry once it reports done; then the compressed stream's end.
+		if _, err := io.Copy(io.Discard, payload); err != nil {
 			unpackErr = &streamError{err: err}
+		} else if err := <-packed; err != nil {
+			unpackErr = &streamError{err: fmt.Errorf("tar-split: %w", err)}
 		} else if _, err := io.Copy(io.Discard, br); err != nil {
 			unpackErr = &streamError{err: err}
 		}
@@ -613,12 +587,12 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 		if d.ctx.Err() != nil {
 			return out, context.Cause(d.ctx)
 		}
-		if tarSplit.exceeded {
-			return out, fallback("the layers staged at once hold more than %d MiB of tar headers (layer %s)", maxTarSplitHeld>>20, l.blob.Digest)
-		}
 		return out, unpackErr
 	}
 	closeIDLogger()
+	if err := tarSplit.Flush(); err != nil {
+		return out, fmt.Errorf("tar-split file: %w", err)
+	}
 
 	if got := compressedDigester.Digest(); got != l.blob.Digest {
 		return out, &LayerDigestError{Layer: l.blob.Digest, What: "compressed digest", Expected: l.blob.Digest.String(), Got: got.String()}
@@ -633,7 +607,6 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	out.Size = size.n
 	out.UncompressedDigest = l.diffID
 	out.CompressedDigest = l.blob.Digest
-	out.TarSplit = tarSplit.buf.Bytes()
 	out.UIDs = sortedIDs(uids)
 	out.GIDs = sortedIDs(gids)
 	if packer.root {
@@ -647,7 +620,27 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 		mode := st.Mode()
 		out.RootDirMode = &mode
 	}
+	out.TarSplit = tarSplitFile
 	return out, nil
+}
+
+// openUnlinkedFile opens a read-write file in dir that has no name: it is
+// gone when closed, whatever becomes of the process.
+func openUnlinkedFile(dir string) (*os.File, error) {
+	f, err := os.OpenFile(dir, unix.O_TMPFILE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		return f, nil
+	}
+	// A file system without O_TMPFILE: a named file, removed at once.
+	f, err = os.CreateTemp(dir, ".tar-split-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func sortedIDs(m map[uint32]struct{}) []uint32 {

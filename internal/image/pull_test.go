@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	imagetypes "github.com/containers/image/v5/types"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/prometheus/client_golang/prometheus"
+	imagetypes "go.podman.io/image/v5/types"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )

@@ -1,6 +1,6 @@
 package image
 
-import "github.com/containers/storage/pkg/reexec"
+import "go.podman.io/storage/pkg/reexec"
 
 // ReexecInit must be the first thing podbayd's main does:
 //

@@ -3,7 +3,7 @@ package image
 import (
 	"fmt"
 
-	"github.com/containers/image/v5/docker/reference"
+	"go.podman.io/image/v5/docker/reference"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )

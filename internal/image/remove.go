@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/containers/storage"
+	"go.podman.io/storage"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"

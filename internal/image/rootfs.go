@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/containers/storage"
-	"github.com/containers/storage/pkg/idtools"
+	"go.podman.io/storage"
+	"go.podman.io/storage/pkg/idtools"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/containers/image/v5/types"
+	"go.podman.io/image/v5/types"
 
 	"github.com/podbay/podbay/internal/errdefs"
 )

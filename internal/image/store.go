@@ -27,10 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/containers/image/v5/types"
-	"github.com/containers/storage"
-	graphdriver "github.com/containers/storage/drivers"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.podman.io/image/v5/types"
+	"go.podman.io/storage"
+	graphdriver "go.podman.io/storage/drivers"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
@@ -146,9 +146,6 @@ type Store struct {
 	// stagedCommit serializes committing a staged layer with checking that
 	// its ID is free (onepass.go).
 	stagedCommit sync.Mutex
-	// tarSplitHeld is the bytes of tar-split the one-pass pulls hold in
-	// memory, staged layers' until they are committed (maxTarSplitHeld).
-	tarSplitHeld atomic.Int64
 	// gunzip decompresses the one-pass pull's gzip layers.
 	gunzip gunzipper
 	// copyPull has every pull use containers/image's copy.Image (the

@@ -15,11 +15,11 @@ import (
 
 	// The overlay driver's package must be initialized before this one
 	// replaces its untar.
-	_ "github.com/containers/storage/drivers/overlay"
-	"github.com/containers/storage/pkg/archive"
-	"github.com/containers/storage/pkg/chrootarchive"
-	"github.com/containers/storage/pkg/idtools"
-	"github.com/containers/storage/pkg/unshare"
+	_ "go.podman.io/storage/drivers/overlay"
+	"go.podman.io/storage/pkg/archive"
+	"go.podman.io/storage/pkg/chrootarchive"
+	"go.podman.io/storage/pkg/idtools"
+	"go.podman.io/storage/pkg/unshare"
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/errdefs"
@@ -56,12 +56,12 @@ import (
 // at start), and TestUnpackVerifiedVersion fails on go.mod so that the next
 // upgrade re-checks it.
 
-//go:linkname overlayUntar github.com/containers/storage/drivers/overlay.untar
+//go:linkname overlayUntar go.podman.io/storage/drivers/overlay.untar
 var overlayUntar func(io.Reader, string, *archive.TarOptions) error
 
 // unpackVerifiedStorage is the containers/storage version overlayUntar was
 // checked against.
-const unpackVerifiedStorage = "v1.58.0"
+const unpackVerifiedStorage = "v1.65.1"
 
 // unpackInProcess reports whether the overlay driver unpacks in process.
 var unpackInProcess bool
@@ -110,7 +110,7 @@ func storageModuleVersion() string {
 		return ""
 	}
 	for _, dep := range info.Deps {
-		if dep.Path == "github.com/containers/storage" {
+		if dep.Path == "go.podman.io/storage" {
 			if dep.Replace != nil {
 				return "replaced"
 			}

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containers/storage/pkg/archive"
-	"github.com/containers/storage/pkg/chrootarchive"
+	"go.podman.io/storage/pkg/archive"
+	"go.podman.io/storage/pkg/chrootarchive"
 	"golang.org/x/sys/unix"
 
 	"github.com/podbay/podbay/internal/errdefs"
@@ -50,10 +50,10 @@ func TestUnpackVerifiedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "github.com/containers/storage " + unpackVerifiedStorage
+	want := "go.podman.io/storage " + unpackVerifiedStorage
 	for line := range strings.Lines(string(data)) {
 		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "github.com/containers/storage ") {
+		if strings.HasPrefix(line, "go.podman.io/storage ") {
 			if line != want {
 				t.Fatalf("go.mod has %q; overlay.untar was checked in %s: check that drivers/overlay "+
 					"still has `var untar func(io.Reader, string, *archive.TarOptions) error` and update unpackVerifiedStorage",
@@ -434,12 +434,25 @@ func TestUnpackErrorClass(t *testing.T) {
 	requireRoot(t)
 	dest := filepath.Join(t.TempDir(), "diff")
 	hostile := buildTar(t, []tarEntry{
-		{hdr: tar.Header{Name: "abs", Typeflag: tar.TypeSymlink, Linkname: "/nonexistent-outside"}},
-		{hdr: tar.Header{Name: "abs/pwned", Typeflag: tar.TypeReg, Mode: 0o644}, body: "x"},
+		{hdr: tar.Header{Name: "hl", Typeflag: tar.TypeLink, Linkname: "../../etc/passwd"}},
 	}, 0)
 	err := unpackConfined(bytes.NewReader(hostile), dest, &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("hostile layer: %v, want InvalidArgument", err)
+	}
+	// A file under a symlink to an absolute path: containers/storage
+	// v1.65 resolves the link inside the layer (v1.58 refused the entry),
+	// so it lands there, never on the host.
+	dest = filepath.Join(t.TempDir(), "diff")
+	escaping := buildTar(t, []tarEntry{
+		{hdr: tar.Header{Name: "abs", Typeflag: tar.TypeSymlink, Linkname: "/nonexistent-outside"}},
+		{hdr: tar.Header{Name: "abs/pwned", Typeflag: tar.TypeReg, Mode: 0o644}, body: "x"},
+	}, 0)
+	if err := unpackConfined(bytes.NewReader(escaping), dest, &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat}); err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("symlinked parent: %v, want success or InvalidArgument", err)
+	}
+	if _, err := os.Lstat("/nonexistent-outside"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the layer wrote outside its directory: %v", err)
 	}
 	readErr := errors.New("connection reset by registry")
 	err = unpackConfined(errReader{readErr}, filepath.Join(t.TempDir(), "diff"), &archive.TarOptions{})

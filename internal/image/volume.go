@@ -7,7 +7,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/containers/storage"
+	"go.podman.io/storage"
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/containers/image/v5/docker/reference"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"go.podman.io/image/v5/docker/reference"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"

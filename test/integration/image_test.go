@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containers/storage"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"go.podman.io/storage"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/containers/image/v5/pkg/sysregistriesv2"
-	"github.com/containers/image/v5/types"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
+	"go.podman.io/image/v5/types"
 )
 
 // critestRefs are the references critest v1.34 pulls on amd64 (cri-tools
