@@ -211,7 +211,8 @@ func TestSpecValidate(t *testing.T) {
 	for name, spec := range map[string]Spec{
 		"no repository":     {},
 		"upper case":        {Repository: "Test/busybox"},
-		"too short":         {Repository: "a"},
+		"empty component":   {Repository: "test//a"},
+		"leading separator": {Repository: "test/-a"},
 		"registry in name":  {Repository: "bad repo"},
 		"bad tag":           {Repository: "test/a", Tags: []string{"a:b"}},
 		"empty tag":         {Repository: "test/a", Tags: []string{""}},

@@ -2,6 +2,7 @@ package testimage
 
 import (
 	"fmt"
+	"go.podman.io/image/v5/docker/reference"
 	"runtime"
 	"strings"
 
@@ -133,6 +134,12 @@ func (s Spec) validate() error {
 	}
 	repo, err := name.NewRepository(validRegistry+"/"+s.Repository, name.StrictValidation)
 	if err != nil {
+		return fmt.Errorf("repository %q: %w", s.Repository, err)
+	}
+	// go-containerregistry v0.22 no longer checks path components
+	// ("test//a", "test/-a"); the distribution grammar, which podbayd
+	// parses with, does.
+	if _, err := reference.ParseNamed(validRegistry + "/" + s.Repository); err != nil {
 		return fmt.Errorf("repository %q: %w", s.Repository, err)
 	}
 	seen := map[string]bool{}
