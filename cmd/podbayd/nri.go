@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	validator "github.com/containerd/nri/plugins/default-validator"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/podbay/podbay/internal/config"
@@ -32,7 +33,23 @@ func newNRI(cfg *config.Config, devices server.CDIDevices) *nri.NRI {
 		RequestTimeout:      time.Duration(cfg.NRI.PluginRequestTimeout),
 		DisableConnections:  cfg.NRI.DisableConnections,
 		Version:             server.Version,
+		Validator:           validatorConfig(cfg.NRI.DefaultValidator),
 	})
+}
+
+// validatorConfig is [nri.default_validator] as NRI's validator takes it.
+func validatorConfig(v config.NRIValidator) *validator.DefaultValidatorConfig {
+	return &validator.DefaultValidatorConfig{
+		Enable:                                v.Enable,
+		RejectOCIHookAdjustment:               v.RejectOCIHookAdjustment,
+		RejectRuntimeDefaultSeccompAdjustment: v.RejectRuntimeDefaultSeccompAdjustment,
+		RejectUnconfinedSeccompAdjustment:     v.RejectUnconfinedSeccompAdjustment,
+		RejectCustomSeccompAdjustment:         v.RejectCustomSeccompAdjustment,
+		RejectNamespaceAdjustment:             v.RejectNamespaceAdjustment,
+		RejectSysctlAdjustment:                v.RejectSysctlAdjustment,
+		RequiredPlugins:                       v.RequiredPlugins,
+		TolerateMissingAnnotation:             v.TolerateMissingPluginsAnnotation,
+	}
 }
 
 // startNRI starts the pre-registered plugins and the plugin socket once

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,6 +168,33 @@ type NRI struct {
 	// DisableConnections refuses external plugins: only pre-registered
 	// ones run, and no socket is made.
 	DisableConnections bool `toml:"disable_connections"`
+	// DefaultValidator is NRI's built-in validator: which adjustments
+	// plugins may not make, and which plugins must have seen a container
+	// before it is created. The keys are containerd's.
+	DefaultValidator NRIValidator `toml:"default_validator"`
+}
+
+// NRIValidator configures NRI's default validator
+// (github.com/containerd/nri/plugins/default-validator), as containerd's
+// [plugins."io.containerd.nri.v1.nri".default_validator]: a container
+// whose plugins' combined adjustment breaks a rule is not created.
+type NRIValidator struct {
+	// Enable runs the validator; off by default, as in containerd.
+	Enable bool `toml:"enable"`
+	// Reject* refuse an adjustment of the kind named: OCI hooks, a
+	// RuntimeDefault, Unconfined or Localhost seccomp profile, the
+	// container's Linux namespaces, its sysctls.
+	RejectOCIHookAdjustment               bool `toml:"reject_oci_hook_adjustment"`
+	RejectRuntimeDefaultSeccompAdjustment bool `toml:"reject_runtime_default_seccomp_adjustment"`
+	RejectUnconfinedSeccompAdjustment     bool `toml:"reject_unconfined_seccomp_adjustment"`
+	RejectCustomSeccompAdjustment         bool `toml:"reject_custom_seccomp_adjustment"`
+	RejectNamespaceAdjustment             bool `toml:"reject_namespace_adjustment"`
+	RejectSysctlAdjustment                bool `toml:"reject_sysctl_adjustment"`
+	// RequiredPlugins must each have handled a container's creation, or
+	// it is refused; a container whose annotation
+	// TolerateMissingPluginsAnnotation (when set) says "true" is spared.
+	RequiredPlugins                  []string `toml:"required_plugins"`
+	TolerateMissingPluginsAnnotation string   `toml:"tolerate_missing_plugins_annotation"`
 }
 
 // DefaultPauseImage is the pause image podbayd can make itself.
@@ -345,6 +373,7 @@ func Default() *Config {
 			PluginConfigPath:          "/etc/nri/conf.d",
 			PluginRegistrationTimeout: Duration(5 * time.Second),
 			PluginRequestTimeout:      Duration(2 * time.Second),
+			DefaultValidator:          NRIValidator{RequiredPlugins: []string{}},
 		},
 		Runtimes: map[string]Runtime{
 			"runc": {Path: "runc"},
@@ -570,6 +599,28 @@ func (n *NRI) validate() []error {
 	}
 	if n.PluginRequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("nri.plugin_request_timeout must be positive"))
+	}
+	return append(errs, n.DefaultValidator.validate()...)
+}
+
+// annotationKey is a Kubernetes annotation key: an optional DNS
+// subdomain prefix and a slash, then a name.
+var annotationKey = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+func (v *NRIValidator) validate() []error {
+	var errs []error
+	if !v.Enable && (len(v.RequiredPlugins) > 0 || v.TolerateMissingPluginsAnnotation != "") {
+		errs = append(errs, fmt.Errorf("nri.default_validator: required_plugins and tolerate_missing_plugins_annotation need enable = true"))
+	}
+	for _, p := range v.RequiredPlugins {
+		if p == "" || strings.ContainsAny(p, "/ \t\n") {
+			errs = append(errs, fmt.Errorf("nri.default_validator.required_plugins: %q is not a plugin name", p))
+		}
+	}
+	if a := v.TolerateMissingPluginsAnnotation; a != "" {
+		if len(a) > 317 || !annotationKey.MatchString(a) {
+			errs = append(errs, fmt.Errorf("nri.default_validator.tolerate_missing_plugins_annotation %q is not an annotation key ([prefix/]name)", a))
+		}
 	}
 	return errs
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -177,6 +178,15 @@ func TestLoadRejects(t *testing.T) {
 		"nri plugins":  func(c *Config) { c.NRI.PluginPath = "" },
 		"nri request":  func(c *Config) { c.NRI.PluginRequestTimeout = 0 },
 		"nri register": func(c *Config) { c.NRI.PluginRegistrationTimeout = -1 },
+		"validator required, off": func(c *Config) {
+			c.NRI.DefaultValidator = NRIValidator{RequiredPlugins: []string{"policy"}}
+		},
+		"validator empty plugin": func(c *Config) {
+			c.NRI.DefaultValidator = NRIValidator{Enable: true, RequiredPlugins: []string{""}}
+		},
+		"validator bad annotation": func(c *Config) {
+			c.NRI.DefaultValidator = NRIValidator{Enable: true, TolerateMissingPluginsAnnotation: "not a key"}
+		},
 		"bad pattern": func(c *Config) {
 			c.Runtimes["kata"] = Runtime{Type: TypeVM, Path: "shim", PodAnnotations: []string{"io.[x"}}
 		},
@@ -208,6 +218,17 @@ plugin_config_path = "/etc/x/nri"
 plugin_registration_timeout = "10s"
 plugin_request_timeout = "500ms"
 disable_connections = true
+
+[nri.default_validator]
+enable = true
+reject_oci_hook_adjustment = true
+reject_runtime_default_seccomp_adjustment = true
+reject_unconfined_seccomp_adjustment = true
+reject_custom_seccomp_adjustment = true
+reject_namespace_adjustment = true
+reject_sysctl_adjustment = true
+required_plugins = ["policy"]
+tolerate_missing_plugins_annotation = "example.com/tolerate-missing"
 `
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -223,6 +244,15 @@ disable_connections = true
 		!n.DisableConnections || time.Duration(n.PluginRegistrationTimeout) != 10*time.Second ||
 		time.Duration(n.PluginRequestTimeout) != 500*time.Millisecond {
 		t.Errorf("NRI from file: %+v", n)
+	}
+	want := NRIValidator{Enable: true, RejectOCIHookAdjustment: true, RejectRuntimeDefaultSeccompAdjustment: true,
+		RejectUnconfinedSeccompAdjustment: true, RejectCustomSeccompAdjustment: true, RejectNamespaceAdjustment: true,
+		RejectSysctlAdjustment: true, RequiredPlugins: []string{"policy"}, TolerateMissingPluginsAnnotation: "example.com/tolerate-missing"}
+	if v := c.NRI.DefaultValidator; !reflect.DeepEqual(v, want) {
+		t.Errorf("[nri.default_validator] from file: %+v, want %+v", v, want)
+	}
+	if Default().NRI.DefaultValidator.Enable {
+		t.Error("the default validator is on by default")
 	}
 	// Disabled, its settings are not checked: nothing uses them.
 	c = Default()

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,10 @@ import (
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
+	validator "github.com/containerd/nri/plugins/default-validator"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 )
 
@@ -50,6 +53,9 @@ type Options struct {
 	// CDI resolves the CDI devices a plugin's adjustment asks for into
 	// the spec (cdi_spec_dirs); nil refuses them.
 	CDI func(ctx context.Context, spec *rspec.Spec, devices []string) error
+	// Validator is NRI's default validator's configuration; nil or not
+	// enabled: plugins' adjustments are not validated.
+	Validator *validator.DefaultValidatorConfig
 }
 
 // Domain is what plugins see of the runtime besides the events: the
@@ -116,6 +122,9 @@ func (n *NRI) Start(domain Domain) error {
 	}
 	if n.opts.DisableConnections {
 		opts = append(opts, adaptation.WithDisabledExternalConnections())
+	}
+	if v := n.opts.Validator; v != nil && v.Enable {
+		opts = append(opts, adaptation.WithDefaultValidator(v))
 	}
 	a, err := adaptation.New(RuntimeName, n.opts.Version, n.synchronize, n.update, opts...)
 	if err != nil {
@@ -236,6 +245,11 @@ func (n *NRI) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 	var updates []*api.ContainerUpdate
 	err := event(a, func() error {
 		resp, err := a.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+		if isValidationRejection(err) {
+			// The operator's rule, not the caller's mistake nor a
+			// plugin's failure.
+			return fmt.Errorf("NRI CreateContainer: refused by NRI validation ([nri.default_validator] or a validator plugin): %w: %w", err, errdefs.ErrPermissionDenied)
+		}
 		if err != nil {
 			return wrap("CreateContainer", err)
 		}
@@ -378,6 +392,14 @@ func (n *NRI) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 
 // Enabled reports whether NRI runs (n is not nil and started).
 func (n *NRI) Enabled() bool { return n.get() != nil }
+
+// isValidationRejection reports whether err is a validator's refusal of a
+// container's adjustment. NRI v0.12.5 reports it only as text
+// (api.ValidateContainerAdjustmentResponse.ValidationResult), for the
+// built-in default validator as for validator plugins.
+func isValidationRejection(err error) bool {
+	return err != nil && (errors.Is(err, validator.ErrValidation) || strings.Contains(err.Error(), "rejected container adjustment, reason: "))
+}
 
 func wrap(event string, err error) error {
 	if err == nil {

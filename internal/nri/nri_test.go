@@ -3,6 +3,7 @@ package nri
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
+	validator "github.com/containerd/nri/plugins/default-validator"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -285,4 +287,24 @@ func TestNRISocketInUse(t *testing.T) {
 		t.Fatalf("Start on a stale socket: %v", err)
 	}
 	n.Stop()
+}
+
+// A validator's refusal is told apart from a plugin's own failure: NRI
+// gives it only as ValidationResult's text.
+func TestIsValidationRejection(t *testing.T) {
+	rejected := (&api.ValidateContainerAdjustmentResponse{Reject: true, Reason: "no hooks"}).ValidationResult("00-default-validator")
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{rejected, true},
+		{fmt.Errorf("wrapped: %w", rejected), true},
+		{fmt.Errorf("x: %w", validator.ErrValidation), true},
+		{errors.New("invalid device annotation"), false},
+		{nil, false},
+	} {
+		if got := isValidationRejection(tc.err); got != tc.want {
+			t.Errorf("isValidationRejection(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }

@@ -47,7 +47,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	if err := goBuild(root, dir, []string{"CGO_ENABLED=0"}, "./test/tools/podbay-failcni", "./test/tools/podbay-failruntime",
-		"./test/tools/nri-logger", "./test/tools/nri-device-injector", "./test/tools/podbay-syscallprobe"); err != nil {
+		"./test/tools/nri-logger", "./test/tools/nri-device-injector", "./test/tools/nri-adjuster", "./test/tools/podbay-syscallprobe"); err != nil {
 		fmt.Fprintln(os.Stderr, "integration: build test tools:", err)
 		return 1
 	}
