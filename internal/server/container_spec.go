@@ -142,11 +142,18 @@ func (s *Server) containerSpec(ctx context.Context, rec container.Record, sbRec 
 			Ipc: specgen.NamespaceMode(sc.GetNamespaceOptions().GetIpc()),
 		},
 	}
-	if sc.GetMaskedPaths() != nil || sc.GetReadonlyPaths() != nil {
-		// An explicit (even empty) list replaces the defaults: the
-		// kubelet sends empty lists for procMount Unmasked.
+	switch {
+	case len(sc.GetMaskedPaths()) > 0 || len(sc.GetReadonlyPaths()) > 0:
+		// The caller's lists replace the defaults (the kubelet sends the
+		// default ones for procMount Default).
 		c.Security.MaskedPaths = append([]string{}, sc.GetMaskedPaths()...)
 		c.Security.ReadonlyPaths = append([]string{}, sc.GetReadonlyPaths()...)
+	case creq.UserNS != nil:
+		// procMount Unmasked: the kubelet sends empty lists, which proto3
+		// carries as none, and allows it only with hostUsers: false. A
+		// container of the host's user namespace without lists keeps
+		// the defaults, masked.
+		c.Security.MaskedPaths, c.Security.ReadonlyPaths = []string{}, []string{}
 	}
 	if c.Security.Namespaces.Pid == specgen.NamespaceTarget {
 		target, err := s.containers.Get(sc.GetNamespaceOptions().GetTargetId())

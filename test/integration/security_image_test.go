@@ -462,6 +462,20 @@ func TestSecurityImageUser(t *testing.T) {
 			t.Errorf("%s: User %q runs as uid %s gid %s groups [%s]; want uid %s (all four) gid %s groups %v",
 				tc.tag, tc.user, uid, gid, groups, want[0], want[1], want[2:])
 		}
+		// ContainerStatus.user tells the kubelet what the process got
+		// (KEP-3619), the same as the kernel's view.
+		st, _ := e.containerStatus(t, id)
+		lu := st.GetUser().GetLinux()
+		var reported []string
+		for _, g := range lu.GetSupplementalGroups() {
+			reported = append(reported, strconv.FormatInt(g, 10))
+		}
+		slices.Sort(reported)
+		kernel := strings.Fields(groups)
+		slices.Sort(kernel)
+		if strconv.FormatInt(lu.GetUid(), 10) != want[0] || strconv.FormatInt(lu.GetGid(), 10) != want[1] || !slices.Equal(reported, kernel) {
+			t.Errorf("%s: ContainerStatus.user = %v; the process has uid %s gid %s groups %v", tc.tag, lu, want[0], want[1], kernel)
+		}
 		e.stopContainer(t, id, 0)
 		e.removeContainer(t, id)
 	}
