@@ -199,6 +199,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		RegistriesConf:    cfg.Image.RegistriesConf,
 		RegistriesConfDir: cfg.Image.RegistriesConfDir,
 		PolicyPath:        cfg.Image.SignaturePolicy,
+		PolicyDir:         cfg.Image.SignaturePolicyDir,
 		PinnedImages:      []string{cfg.PauseImage},
 		Metrics:           d.metrics.Registry,
 

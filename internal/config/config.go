@@ -218,6 +218,11 @@ type Image struct {
 	// SignaturePolicy is the policy.json; when the file is missing every
 	// image is accepted (and a warning logged).
 	SignaturePolicy string `toml:"signature_policy"`
+	// SignaturePolicyDir holds per-namespace policies, as CRI-O's
+	// signature_policy_dir: a pull for a pod of namespace N must satisfy
+	// <dir>/N.json when that file exists, else SignaturePolicy. Empty:
+	// none.
+	SignaturePolicyDir string `toml:"signature_policy_dir"`
 	// PullProgressTimeout cancels a pull that received no bytes for this
 	// long (a registry that stalls mid-blob); as containerd's
 	// image_pull_progress_timeout, with its default, 5m.
@@ -437,6 +442,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StatsCollectPeriod < 0 {
 		errs = append(errs, fmt.Errorf("stats_collect_period must not be negative, got %v", c.StatsCollectPeriod))
+	}
+	if d := c.Image.SignaturePolicyDir; d != "" && !filepath.IsAbs(d) {
+		errs = append(errs, fmt.Errorf("image.signature_policy_dir must be an absolute path, got %q", d))
 	}
 	for _, d := range c.CDISpecDirs {
 		if !filepath.IsAbs(d) {

@@ -97,6 +97,7 @@ var liveKeys = map[string]bool{
 	"image.registries_conf":        true,
 	"image.registries_conf_dir":    true,
 	"image.signature_policy":       true,
+	"image.signature_policy_dir":   true,
 	"network.conf_dir":             true,
 	"network.plugin_dirs":          true,
 	"network.plugin_timeout":       true,

@@ -47,15 +47,29 @@ type pullCall struct {
 // ErrUnavailable; refused credentials ErrUnauthorized. A failed or
 // cancelled pull leaves no image, layer or download behind.
 func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (*Image, error) {
+	return s.PullForNamespace(ctx, ref, auth, "")
+}
+
+// PullForNamespace is Pull for a pod of namespace ("" for none): with a
+// policy directory (Config.PolicyDir), the image must satisfy
+// <dir>/<namespace>.json when that file exists. An image the policy
+// refuses is ErrPermissionDenied naming the policy file, and nothing of
+// it is stored.
+func (s *Store) PullForNamespace(ctx context.Context, ref string, auth *Auth, namespace string) (*Image, error) {
 	candidates, err := s.pullCandidates(ref)
 	if err != nil {
 		return nil, err
+	}
+	policyFile, err := s.policy.fileFor(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	names := make([]string, len(candidates))
 	for i, c := range candidates {
 		names[i] = c.String()
 	}
-	key := strings.Join(names, ",") + "\x00" + auth.key()
+	// Callers under different policies do not share a pull.
+	key := strings.Join(names, ",") + "\x00" + auth.key() + "\x00" + policyFile
 
 	s.mu.Lock()
 	if s.closed {
@@ -73,7 +87,7 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (*Image, error
 		s.pullsDone.Add(1)
 		go func() {
 			defer s.pullsDone.Done()
-			img, err := s.pull(pctx, ref, candidates, auth)
+			img, err := s.pull(pctx, ref, candidates, auth, policyFile)
 			cancel()
 			s.mu.Lock()
 			if s.pulls[key] == call {
@@ -114,7 +128,7 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (*Image, error
 }
 
 // pull tries each candidate in turn.
-func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Named, auth *Auth) (img *Image, retErr error) {
+func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Named, auth *Auth, policyFile string) (img *Image, retErr error) {
 	start := time.Now()
 	s.layerWriters.RLock()
 	defer func() {
@@ -134,7 +148,7 @@ func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Nam
 	// Pick up registries.conf edits (a new mirror, an insecure registry)
 	// without a restart; parsing it is cheap next to a pull.
 	sysregistriesv2.InvalidateCache()
-	policy, err := s.policy.context(ctx)
+	policy, err := s.policy.context(ctx, policyFile)
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
@@ -162,6 +176,13 @@ func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Nam
 			return img, nil
 		}
 		log.G(ctx).Debug("pull candidate failed", "ref", named.String(), "err", err)
+		var refused signature.PolicyRequirementError
+		if errors.As(err, &refused) {
+			// The policy's answer holds for every candidate.
+			err = fmt.Errorf("pull %s: refused by signature policy %s: %w: %w", named, policyFile, err, errdefs.ErrPermissionDenied)
+			s.metrics.observe(time.Since(start), err)
+			return nil, err
+		}
 		errs = append(errs, classifyPullError(named.String(), err))
 		if ctx.Err() != nil {
 			break

@@ -15,11 +15,12 @@ type registryPaths struct {
 }
 
 // Registries are the configuration files a pull reads, as Config names
-// them: RegistriesConf, RegistriesConfDir and PolicyPath.
+// them: RegistriesConf, RegistriesConfDir, PolicyPath and PolicyDir.
 type Registries struct {
-	Conf    string
-	ConfDir string
-	Policy  string
+	Conf      string
+	ConfDir   string
+	Policy    string
+	PolicyDir string
 }
 
 // SetRegistries makes the pulls and lookups that start from now on read
@@ -29,6 +30,7 @@ type Registries struct {
 func (s *Store) SetRegistries(r Registries) {
 	s.paths.Store(&registryPaths{conf: r.Conf, dir: r.ConfDir})
 	s.policy.setPath(r.Policy)
+	s.policy.setDir(r.PolicyDir)
 }
 
 // SetPinned replaces the references whose images are reported Pinned.

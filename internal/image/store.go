@@ -88,6 +88,10 @@ type Config struct {
 	// PolicyPath is the signature policy (policy.json). Empty or missing
 	// means accept any image, which is logged once as a warning.
 	PolicyPath string
+	// PolicyDir holds per-namespace policies (<namespace>.json, CRI-O's
+	// signature_policy_dir); a pod's namespace without a file there, or
+	// a pull without a pod, uses PolicyPath. Empty: none.
+	PolicyDir string
 	// ShortNameMode is one of the ShortName* constants; empty is
 	// ShortNameDocker.
 	ShortNameMode string
@@ -200,7 +204,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{
 		store:    st,
 		cfg:      cfg,
-		policy:   &policySource{path: cfg.PolicyPath},
+		policy:   &policySource{path: cfg.PolicyPath, dir: cfg.PolicyDir},
 		tmpDir:   filepath.Join(st.GraphRoot(), "tmp"),
 		cacheDir: filepath.Join(st.GraphRoot(), "cache"),
 		reserve:  &spaceReserve{path: filepath.Join(st.GraphRoot(), "podbay-reserve"), size: reserveSize},

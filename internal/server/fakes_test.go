@@ -298,6 +298,10 @@ func (f *fakeImages) failOn(method string, err error) {
 	f.fail[method] = err
 }
 
+func (f *fakeImages) PullForNamespace(ctx context.Context, ref string, auth *image.Auth, _ string) (*image.Image, error) {
+	return f.Pull(ctx, ref, auth)
+}
+
 func (f *fakeImages) Pull(ctx context.Context, ref string, auth *image.Auth) (*image.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -22,7 +22,9 @@ func (s *imageService) PullImage(ctx context.Context, req *runtimeapi.PullImageR
 			IdentityToken: a.GetIdentityToken(), RegistryToken: a.GetRegistryToken(),
 		}
 	}
-	img, err := s.store.Pull(ctx, ref, auth)
+	// The pod's namespace chooses the signature policy
+	// ([image] signature_policy_dir).
+	img, err := s.store.PullForNamespace(ctx, ref, auth, req.GetSandboxConfig().GetMetadata().GetNamespace())
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 // implements it.
 type ImageStore interface {
 	Pull(ctx context.Context, ref string, auth *image.Auth) (*image.Image, error)
+	// PullForNamespace is Pull under the policy of a pod's namespace.
+	PullForNamespace(ctx context.Context, ref string, auth *image.Auth, namespace string) (*image.Image, error)
 	Status(ctx context.Context, ref string) (*image.Image, error)
 	List(ctx context.Context, filter string) ([]*image.Image, error)
 	Remove(ctx context.Context, ref string) error

@@ -78,7 +78,7 @@ func (s *Server) reloadNetwork(ctx context.Context, old, next *config.Config) (f
 // handlers and the network.
 func (s *Server) reloaded(old, next *config.Config) {
 	c := next.Image
-	s.images.SetRegistries(image.Registries{Conf: c.RegistriesConf, ConfDir: c.RegistriesConfDir, Policy: c.SignaturePolicy})
+	s.images.SetRegistries(image.Registries{Conf: c.RegistriesConf, ConfDir: c.RegistriesConfDir, Policy: c.SignaturePolicy, PolicyDir: c.SignaturePolicyDir})
 	if s.reloadHooks.SetLogLevel != nil {
 		s.reloadHooks.SetLogLevel(next.LogLevel)
 	}

@@ -75,6 +75,8 @@ type envOptions struct {
 	nriConfig string
 	// noIPMasq turns the bridge plugin's ipMasq off (see gvisor_test.go).
 	noIPMasq bool
+	// imageConfig is TOML added to the env's [image] table.
+	imageConfig string
 }
 
 // handlerOptions configure one runtime handler of an env.
@@ -309,6 +311,9 @@ func (e *env) daemonConfig() string {
 	fmt.Fprintf(&b, "signature_policy = %q\n", e.policyPath)
 	if e.opts.pullProgressTimeout != "" {
 		fmt.Fprintf(&b, "pull_progress_timeout = %q\n", e.opts.pullProgressTimeout)
+	}
+	if e.opts.imageConfig != "" {
+		fmt.Fprintf(&b, "%s\n", e.opts.imageConfig)
 	}
 	fmt.Fprintf(&b, "\n[nri]\nsocket_path = %q\nplugin_path = %q\nplugin_config_path = %q\n%s\n",
 		e.nriSocket(), filepath.Join(e.dir, "nri-plugins"), filepath.Join(e.dir, "nri-conf.d"), e.opts.nriConfig)
