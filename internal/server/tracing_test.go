@@ -21,6 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/imageservice"
 	"github.com/podbay/podbay/internal/log"
 )
 
@@ -340,7 +341,7 @@ func TestTracePullImage(t *testing.T) {
 	e, exp := newTracedEnv(t, sdktrace.AlwaysSample())
 	const digest = "2222222222222222222222222222222222222222222222222222222222222222"
 	e.img.registry["nginx:1"] = &image.Image{ID: digest, RepoTags: []string{"nginx:1"}}
-	is := &imageService{store: e.img}
+	is := imageservice.New(imageservice.Options{Store: e.img})
 	if _, err := callIn(context.Background(), e.srv, "/runtime.v1.ImageService/PullImage", is.PullImage,
 		&runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "nginx:1"}}); err != nil {
 		t.Fatal(err)

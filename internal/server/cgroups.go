@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"os/exec"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/podbay/podbay/internal/cgroupdriver"
+	"github.com/podbay/podbay/internal/container"
+	"github.com/podbay/podbay/internal/sandbox"
+)
+
+// Where the pods', containers' and monitors' cgroups are, and the OOM
+// kills only their parents show: internal/cgroupdriver (s.cg), asked in
+// the server's records' terms.
+
+// newCgroupDriver is the driver of opts.
+func newCgroupDriver(opts Options) *cgroupdriver.Driver {
+	cfg := cgroupdriver.Config{
+		Systemd:       opts.Config.SystemdCgroup(),
+		DefaultParent: opts.Config.DefaultCgroupParent,
+		MonitorSlice:  opts.Config.MonitorSlice,
+		CgroupV2:      opts.Host.CgroupV2,
+		Manager:       opts.Systemd,
+	}
+	if opts.Cgroups != nil { // a nil CgroupReader is no OOMCounter
+		cfg.OOM = opts.Cgroups
+	}
+	return cgroupdriver.New(cfg)
+}
+
+func (s *Server) checkCgroupParent(parent string) error { return s.cg.CheckParent(parent) }
+
+func (s *Server) cgroupSpecPath(parent, id string) string { return s.cg.SpecPath(parent, id) }
+
+func (s *Server) cgroupDir(parent, id string) string { return s.cg.Dir(parent, id) }
+
+// sandboxCgroupDir is the cgroup of rec's sandbox container (the pause).
+func (s *Server) sandboxCgroupDir(rec sandbox.Record) string {
+	return s.cg.Dir(rec.CgroupParent, rec.ID)
+}
+
+// podCgroupDir is the cgroup of rec's own pod ("" under the default
+// parent: cgroupdriver.Driver.PodDir).
+func (s *Server) podCgroupDir(rec sandbox.Record) string { return s.cg.PodDir(rec.CgroupParent) }
+
+func (s *Server) monitorCgroup() string { return s.cg.MonitorCgroup() }
+
+func (s *Server) spawnMonitor(ctx context.Context) func(*exec.Cmd) error {
+	return s.cg.SpawnMonitor(ctx)
+}
+
+// placeMonitor places the monitor of handler's kind of sandbox for
+// container (or pod) id (cgroupdriver.Driver.PlaceMonitor).
+func (s *Server) placeMonitor(handler, id string) func(context.Context, int) error {
+	if !s.cg.Systemd() {
+		return nil
+	}
+	traits := s.sandboxTraits(handler)
+	return s.cg.PlaceMonitor(traits.Monitor(), traits.MonitorPerPod, id)
+}
+
+func (s *Server) runtimeLeafCgroup(dir string) string { return s.cg.LeafCgroup(dir) }
+
+func (s *Server) keepIOWeight(ctx context.Context, id string, res *specs.LinuxResources) {
+	s.cg.KeepIOWeight(ctx, id, res)
+}
+
+func (s *Server) parentOOMKills(rec container.Record) *uint64 {
+	return s.cg.ParentOOMKills(rec.CgroupPath)
+}
+
+func (s *Server) parentOOMKilled(c *container.Container, rec container.Record, code int32) bool {
+	return s.cg.ParentOOMKilled(rec.ParentOOMKills, rec.CgroupPath, code, c.Stopping())
+}
+
+func (s *Server) scopeOOMKilled(ctx context.Context, id string, code int32) bool {
+	return s.cg.ScopeOOMKilled(ctx, id, code)
+}
+
+// runtimeCgroupDriver is the driver RuntimeConfig reports.
+func (s *Server) runtimeCgroupDriver() runtimeapi.CgroupDriver {
+	if s.cfg.SystemdCgroup() {
+		return runtimeapi.CgroupDriver_SYSTEMD
+	}
+	return runtimeapi.CgroupDriver_CGROUPFS
+}
