@@ -60,8 +60,7 @@ func (s *Server) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsRequ
 		})
 }
 
-// StreamPodSandboxMetrics is ListPodSandboxMetrics as a stream; it answers
-// whatever ListPodSandboxMetrics does (Unimplemented while that is).
+// StreamPodSandboxMetrics is ListPodSandboxMetrics as a stream.
 func (s *Server) StreamPodSandboxMetrics(req *runtimeapi.StreamPodSandboxMetricsRequest, stream grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxMetricsResponse]) error {
 	return liststream.Via(stream.Context(), s.unaryInterceptor, runtimeapi.RuntimeService_StreamPodSandboxMetrics_FullMethodName, req,
 		func(ctx context.Context) ([]*runtimeapi.PodSandboxMetrics, error) {
