@@ -31,10 +31,13 @@ func newCgroupDriver(opts Options) *cgroupdriver.Driver {
 	return cgroupdriver.New(cfg)
 }
 
+// checkCgroupParent refuses a pod cgroup parent the driver cannot use.
 func (s *Server) checkCgroupParent(parent string) error { return s.cg.CheckParent(parent) }
 
+// cgroupSpecPath is the linux.cgroupsPath of container (or sandbox) id.
 func (s *Server) cgroupSpecPath(parent, id string) string { return s.cg.SpecPath(parent, id) }
 
+// cgroupDir is the cgroupfs path of container (or sandbox) id's cgroup.
 func (s *Server) cgroupDir(parent, id string) string { return s.cg.Dir(parent, id) }
 
 // sandboxCgroupDir is the cgroup of rec's sandbox container (the pause).
@@ -46,8 +49,10 @@ func (s *Server) sandboxCgroupDir(rec sandbox.Record) string {
 // parent: cgroupdriver.Driver.PodDir).
 func (s *Server) podCgroupDir(rec sandbox.Record) string { return s.cg.PodDir(rec.CgroupParent) }
 
+// monitorCgroup is the monitors' cgroup, "" under systemd.
 func (s *Server) monitorCgroup() string { return s.cg.MonitorCgroup() }
 
+// spawnMonitor is runtime.CreateOptions.SpawnMonitor, nil under systemd.
 func (s *Server) spawnMonitor(ctx context.Context) func(*exec.Cmd) error {
 	return s.cg.SpawnMonitor(ctx)
 }
@@ -62,20 +67,27 @@ func (s *Server) placeMonitor(handler, id string) func(context.Context, int) err
 	return s.cg.PlaceMonitor(traits.Monitor(), traits.MonitorPerPod, id)
 }
 
+// runtimeLeafCgroup is crun's leaf below dir, or "".
 func (s *Server) runtimeLeafCgroup(dir string) string { return s.cg.LeafCgroup(dir) }
 
+// keepIOWeight hands an io.weight in res to container id's scope too.
 func (s *Server) keepIOWeight(ctx context.Context, id string, res *specs.LinuxResources) {
 	s.cg.KeepIOWeight(ctx, id, res)
 }
 
+// parentOOMKills is the OOM kill count of rec's pod cgroup under
+// systemd, read before rec starts; nil otherwise.
 func (s *Server) parentOOMKills(rec container.Record) *uint64 {
 	return s.cg.ParentOOMKills(rec.CgroupPath)
 }
 
+// parentOOMKilled says whether c, which exited with code, was OOM-killed
+// by its pod cgroup's count (under systemd).
 func (s *Server) parentOOMKilled(c *container.Container, rec container.Record, code int32) bool {
 	return s.cg.ParentOOMKilled(rec.ParentOOMKills, rec.CgroupPath, code, c.Stopping())
 }
 
+// scopeOOMKilled asks systemd whether container id's scope was OOM-killed.
 func (s *Server) scopeOOMKilled(ctx context.Context, id string, code int32) bool {
 	return s.cg.ScopeOOMKilled(ctx, id, code)
 }
