@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/podbay/podbay/internal/config"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/failpoint"
+	"github.com/podbay/podbay/internal/grpcserver"
 	"github.com/podbay/podbay/internal/live"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
@@ -58,7 +58,7 @@ type Server struct {
 	network     *swapNetwork // the NetworkManager a reload may replace
 	netns       NetNS
 	metrics     *metrics.Metrics
-	tracer      trace.Tracer // nil: tracing is off
+	rpc         *grpcserver.Interceptor // every RPC runs through it (unaryInterceptor)
 	failpoints  *failpoint.Set
 	images      ImageStore
 	cgroups     CgroupReader
@@ -130,9 +130,7 @@ func New(opts Options) (*Server, error) {
 		recovered:   make(chan struct{}),
 		nri:         opts.NRI,
 	}
-	if opts.TracerProvider != nil {
-		s.tracer = opts.TracerProvider.Tracer(tracerName)
-	}
+	s.rpc = grpcserver.NewInterceptor(opts.Metrics, opts.TracerProvider)
 	if opts.Host.AppArmorDefaultProfile != "" {
 		s.apparmor = &apparmor.Loader{Dir: filepath.Join(opts.Config.State, "apparmor")}
 	}
@@ -157,7 +155,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.streams = streams
 	}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor), grpc.ForceServerCodecV2(execSyncCodec{}))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor), grpc.ForceServerCodecV2(grpcserver.ExecSyncCodec{}))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, s.newImageService())
 	s.stats = podstats.New(s.statsSources(opts))
@@ -216,6 +214,12 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.bg.Wait()
 	s.releaseMasqueradeIfIdle(ctx)
 	s.cg.Close()
+}
+
+// unaryInterceptor runs an RPC through s's interceptor
+// (grpcserver.Interceptor): logs, metrics, trace span, error codes.
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return s.rpc.Unary(ctx, req, info, handler)
 }
 
 // hit evaluates a failpoint.
