@@ -91,12 +91,16 @@ integration: build
 integration-vm: build
 	PODBAY_TEST_RUNTIME_TYPE=vm go test -race -count=1 -v ./test/integration/
 
+# gofmt, go vet, staticcheck, and the documents' check (hack/docscheck:
+# every package in docs/design.md's table, every file and heading a
+# document or comment names exists). Needs no root.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go vet -tags=$(FAILPOINTTAGS) ./internal/failpoint ./cmd/podbayd
 	go run $(STATICCHECK) ./...
+	go run ./hack/docscheck
 
 # The chaos suite at full size: a kill-free soak of CHAOS_SOAK lifecycles
 # (RSS, fds and goroutines before and after), then CHAOS_LIFECYCLES pod +

@@ -34,6 +34,7 @@ import (
 	"github.com/podbay/podbay/internal/sdnotify"
 	"github.com/podbay/podbay/internal/server"
 	"github.com/podbay/podbay/internal/shim"
+	"github.com/podbay/podbay/internal/socket"
 	"github.com/podbay/podbay/internal/store"
 	"github.com/podbay/podbay/internal/systemd"
 )
@@ -282,7 +283,7 @@ func (d *daemon) close() {
 // serve runs until SIGTERM or SIGINT, then shuts down leaving pods running.
 func (d *daemon) serve(ctx context.Context) error {
 	defer d.close()
-	l, err := server.Listen(d.cfg.Listen)
+	l, err := socket.Listen(d.cfg.Listen)
 	if err != nil {
 		return err
 	}

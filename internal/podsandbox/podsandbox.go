@@ -11,7 +11,7 @@
 // sandbox (oci handlers, a pod that shares no PID namespace and has no
 // user namespace: no process at all; podbayd pins the IPC and UTS
 // namespaces itself, package podns, and containers join them by path).
-// Choose picks a pod's kind; see docs/design.md ("Sandbox kinds").
+// Choose picks a pod's kind; see docs/design.md ("The sandbox controller").
 package podsandbox
 
 import (

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,7 +9,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 )
@@ -202,18 +200,4 @@ func (s *Server) releaseContainer(ctx context.Context, rec container.Record, tim
 	}
 	timer.Phase("rootfs")
 	return nil
-}
-
-// removeImageWaiting is RemoveImage's removal: an image that is in use may
-// be held only by containers whose removal is being finished, so those are
-// waited for before trying again.
-func (s *imageService) removeImageWaiting(ctx context.Context, ref string) error {
-	err := s.store.Remove(ctx, ref)
-	if err == nil || !errors.Is(err, errdefs.ErrFailedPrecondition) || s.removals == nil {
-		return err
-	}
-	if werr := s.removals.wait(ctx, ""); werr != nil {
-		return err
-	}
-	return s.store.Remove(ctx, ref)
 }

@@ -338,6 +338,8 @@ func TestContainerExitOOMFromParentCgroup(t *testing.T) {
 	e := newTestEnv(t, "")
 	e.srv.cfg.CgroupDriver = systemd.DriverSystemd
 	e.srv.cfg.DefaultCgroupParent = "podbay.slice"
+	// The cgroup driver is made from the configuration New is given.
+	e.srv.cg = newCgroupDriver(Options{Config: e.srv.cfg, Cgroups: e.srv.cgroups, Host: e.srv.host})
 	cfg := podConfig("web")
 	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods-podweb.slice"}
 	pod := e.mustRun(t, cfg)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"syscall"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
-	"github.com/podbay/podbay/internal/runtime"
 )
 
 // StopContainer stops a running container with its image's stop signal,
@@ -75,79 +72,5 @@ func (s *Server) stopContainerLocked(ctx context.Context, c *container.Container
 	}
 	timer.Phase("persist")
 	log.G(ctx).Info("container stopped")
-	return nil
-}
-
-// errUnknownHandler is wrapped when a container's record names no runtime
-// handler (it predates the field) and its pod's record is gone.
-var errUnknownHandler = errors.New("the container's runtime handler is unknown")
-
-// errNoRuntimeHolds is wrapped by ownerRuntime when no runtime knows the
-// container.
-var errNoRuntimeHolds = fmt.Errorf("no runtime handler holds the container: %w", errdefs.ErrNotFound)
-
-// runtimeForContainer returns the runtime of the handler rec names, else
-// its pod's. Without either it returns an error wrapping errUnknownHandler
-// and errdefs.ErrNotFound.
-func (s *Server) runtimeForContainer(rec container.Record) (runtime.Runtime, error) {
-	if rec.RuntimeHandler != "" {
-		return s.runtimeFor(rec.RuntimeHandler)
-	}
-	sb, err := s.index.Get(rec.SandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("container's pod: %w: %w", err, errUnknownHandler)
-	}
-	return s.runtimeFor(sb.Record().RuntimeHandler)
-}
-
-// containerCapabilities are what the runtime of rec's handler offers
-// beyond runtime.Runtime; none when the handler is unknown.
-func (s *Server) containerCapabilities(rec container.Record) runtime.Capabilities {
-	handler := rec.RuntimeHandler
-	if handler == "" {
-		sb, err := s.index.Get(rec.SandboxID)
-		if err != nil {
-			return runtime.Capabilities{}
-		}
-		handler = sb.Record().RuntimeHandler
-	}
-	return s.current().Capabilities(handler)
-}
-
-// ownerRuntime is runtimeForContainer, except that a container whose
-// handler is unknown is looked for in every handler's runtime: the one
-// that knows its ID holds it. When none does, the error wraps
-// errNoRuntimeHolds.
-func (s *Server) ownerRuntime(ctx context.Context, rec container.Record) (runtime.Runtime, error) {
-	rt, err := s.runtimeForContainer(rec)
-	if !errors.Is(err, errUnknownHandler) {
-		return rt, err
-	}
-	runtimes := s.current().Runtimes()
-	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
-		if _, err := runtimes[name].State(ctx, rec.ID); err == nil {
-			return runtimes[name], nil
-		}
-	}
-	return nil, fmt.Errorf("container %s: %w", rec.ID, errNoRuntimeHolds)
-}
-
-// deleteFromRuntime deletes rec's runtime container. One whose handler is
-// unknown is deleted with every handler: Delete kills what still runs, and
-// succeeds for an ID its runtime does not know.
-func (s *Server) deleteFromRuntime(ctx context.Context, rec container.Record) error {
-	rt, err := s.runtimeForContainer(rec)
-	if err == nil {
-		return rt.Delete(ctx, rec.ID)
-	}
-	if !errors.Is(err, errUnknownHandler) {
-		return err
-	}
-	runtimes := s.current().Runtimes()
-	for _, name := range slices.Sorted(maps.Keys(runtimes)) {
-		if err := runtimes[name].Delete(ctx, rec.ID); err != nil {
-			return fmt.Errorf("handler %s: %w", name, err)
-		}
-	}
 	return nil
 }

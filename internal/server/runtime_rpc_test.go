@@ -11,6 +11,7 @@ import (
 
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/imageservice"
 )
 
 // The node-level RPCs and the ImageService on the fakes.
@@ -99,7 +100,7 @@ func TestUpdateRuntimeConfig(t *testing.T) {
 
 func TestImageService(t *testing.T) {
 	e := newTestEnv(t, "")
-	is := &imageService{store: e.img}
+	is := imageservice.New(imageservice.Options{Store: e.img})
 	e.img.registry["nginx:1"] = &image.Image{ID: "2222222222222222222222222222222222222222222222222222222222222222", RepoTags: []string{"nginx:1"}, Size: 42}
 	spec := func(ref string) *runtimeapi.ImageSpec { return &runtimeapi.ImageSpec{Image: ref} }
 

@@ -20,7 +20,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/grpcserver"
 	"github.com/podbay/podbay/internal/image"
+	"github.com/podbay/podbay/internal/imageservice"
 	"github.com/podbay/podbay/internal/log"
 )
 
@@ -141,7 +143,7 @@ func TestTraceSandboxLifecycle(t *testing.T) {
 	wantAttr(t, run, "rpc.service", "runtime.v1.RuntimeService")
 	wantAttr(t, run, "rpc.method", "RunPodSandbox")
 	wantAttr(t, run, "rpc.grpc.status_code", int64(0))
-	wantAttr(t, run, attrPodSandboxID, id)
+	wantAttr(t, run, grpcserver.AttrPodSandboxID, id)
 
 	// An oci handler: CNI ADD and, beside it, the root filesystem, bundle
 	// and runtime's create, one phase.
@@ -172,7 +174,7 @@ func TestTraceSandboxLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := rpcSpan(t, exp, "StopPodSandbox")
-	wantAttr(t, stop, attrPodSandboxID, id)
+	wantAttr(t, stop, grpcserver.AttrPodSandboxID, id)
 	want = []string{"sandbox.stop.containers", "sandbox.stop.network_and_kill", "sandbox.stop.persist"}
 	if got := childNames(exp, stop); !slices.Equal(got, want) {
 		t.Errorf("StopPodSandbox's children:\n got %v\nwant %v", got, want)
@@ -220,7 +222,7 @@ func TestTraceContainerLifecycle(t *testing.T) {
 	} {
 		s := rpcSpan(t, exp, tc.method)
 		// CreateContainer's from its response, the others' from the request.
-		wantAttr(t, s, attrContainerID, id)
+		wantAttr(t, s, grpcserver.AttrContainerID, id)
 		// The background's spans may end after the check.
 		got := slices.DeleteFunc(childNames(exp, s), func(n string) bool { return strings.HasPrefix(n, "container.remove_background.") })
 		if !slices.Equal(got, tc.want) {
@@ -261,7 +263,7 @@ func TestTraceErrors(t *testing.T) {
 	if v.AsInt64() == 0 {
 		t.Errorf("failed RunPodSandbox: rpc.grpc.status_code %v", v.AsInterface())
 	}
-	if _, ok := attr(run, attrPodSandboxID); ok {
+	if _, ok := attr(run, grpcserver.AttrPodSandboxID); ok {
 		t.Error("a failed RunPodSandbox names a pod")
 	}
 	got := childNames(exp, run)
@@ -340,15 +342,15 @@ func TestTracePullImage(t *testing.T) {
 	e, exp := newTracedEnv(t, sdktrace.AlwaysSample())
 	const digest = "2222222222222222222222222222222222222222222222222222222222222222"
 	e.img.registry["nginx:1"] = &image.Image{ID: digest, RepoTags: []string{"nginx:1"}}
-	is := &imageService{store: e.img}
+	is := imageservice.New(imageservice.Options{Store: e.img})
 	if _, err := callIn(context.Background(), e.srv, "/runtime.v1.ImageService/PullImage", is.PullImage,
 		&runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "nginx:1"}}); err != nil {
 		t.Fatal(err)
 	}
 	pull := rpcSpan(t, exp, "PullImage")
 	wantAttr(t, pull, "rpc.service", "runtime.v1.ImageService")
-	wantAttr(t, pull, attrImage, "nginx:1")
-	wantAttr(t, pull, attrImageRef, "sha256:"+digest)
+	wantAttr(t, pull, grpcserver.AttrImage, "nginx:1")
+	wantAttr(t, pull, grpcserver.AttrImageRef, "sha256:"+digest)
 
 	exp.Reset()
 	if _, err := callIn(context.Background(), e.srv, "/runtime.v1.ImageService/PullImage", is.PullImage,
@@ -356,7 +358,7 @@ func TestTracePullImage(t *testing.T) {
 		t.Fatal("pulling an unknown image succeeded")
 	}
 	pull = rpcSpan(t, exp, "PullImage")
-	wantAttr(t, pull, attrImage, "missing:1")
+	wantAttr(t, pull, grpcserver.AttrImage, "missing:1")
 	if pull.Status.Code != otelcodes.Error {
 		t.Errorf("failed pull: status %+v", pull.Status)
 	}

@@ -18,7 +18,7 @@ import (
 //
 // F marks the end of a line of the container's output, P a part of one
 // that continues in the next entry of the same stream. The rules follow
-// containerd's CRI logger (internal/cri/io/logger.go): a "\r\n" ending
+// containerd's CRI logger, containerd's internal/cri/io/logger.go: a "\r\n" ending
 // counts as "\n"; a line longer than maxLogLineSize is cut into P entries
 // of that size; output that ends without a newline is written as a P
 // entry.

@@ -559,7 +559,7 @@ func TestSecurityPullCredentialsStayHome(t *testing.T) {
 		{"other-host", "127.0.0.2:0", ""},
 		// Go's default redirect policy (net/http shouldCopyHeaderOnRedirect)
 		// compares host names without the port (or scheme), and
-		// containers/image v5.42.1's docker client (docker_client.go,
+		// containers/image v5.42.1's docker client (docker/docker_client.go,
 		// http.Client without CheckRedirect) keeps that policy: the
 		// credentials follow a redirect to another port of the same
 		// host, as curl's did before CVE-2022-27776.

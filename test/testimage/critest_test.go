@@ -15,8 +15,8 @@ import (
 )
 
 // critestRefs are the references critest v1.34 pulls on amd64 (cri-tools
-// pkg/framework, pkg/validate/consts.go, security_context_linux.go,
-// multi_container_linux.go, pkg/benchmark/image.go), less the digest one,
+// pkg/framework, pkg/validate/consts.go, pkg/validate/security_context_linux.go,
+// pkg/validate/multi_container_linux.go, pkg/benchmark/image.go), less the digest one,
 // plus the pause image podbayd runs and docker.io's busybox.
 var critestRefs = []string{
 	"registry.k8s.io/e2e-test-images/busybox:1.29-2",

@@ -1,4 +1,4 @@
-package server
+package grpcserver
 
 import (
 	"context"
@@ -20,17 +20,18 @@ import (
 // Tracing: the interceptor starts a span for every RPC (traceRPC), and the
 // phases of the sandbox and container operations become its children
 // through their metrics.Timer, which reads the span from the context. With
-// tracing off the server has no tracer and an RPC pays one nil check.
+// tracing off the interceptor has no tracer and an RPC pays one nil check.
 
-// tracerName is the instrumentation scope of the RPC spans.
-const tracerName = "github.com/podbay/podbay/internal/server"
+// TracerName is the instrumentation scope of the RPC spans (the server's,
+// where they were made first).
+const TracerName = "github.com/podbay/podbay/internal/server"
 
 // Span attributes of podbay's own: the CRI object an RPC is about.
 const (
-	attrPodSandboxID = attribute.Key("cri.pod_sandbox_id")
-	attrContainerID  = attribute.Key("cri.container_id")
-	attrImage        = attribute.Key("cri.image")
-	attrImageRef     = attribute.Key("cri.image_ref")
+	AttrPodSandboxID = attribute.Key("cri.pod_sandbox_id")
+	AttrContainerID  = attribute.Key("cri.container_id")
+	AttrImage        = attribute.Key("cri.image")
+	AttrImageRef     = attribute.Key("cri.image_ref")
 )
 
 // endNothing is traceRPC's end function when tracing is off.
@@ -43,8 +44,8 @@ func endNothing(any, error) {}
 // follows its sampling decision. A sampled span's trace ID is added to the
 // context's logger. end finishes the span with the RPC's response and its
 // error, already mapped to a gRPC status.
-func (s *Server) traceRPC(ctx context.Context, fullMethod string, req any) (_ context.Context, end func(resp any, err error)) {
-	if s.tracer == nil {
+func (i *Interceptor) traceRPC(ctx context.Context, fullMethod string, req any) (_ context.Context, end func(resp any, err error)) {
+	if i.tracer == nil {
 		return ctx, endNothing
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
@@ -58,7 +59,7 @@ func (s *Server) traceRPC(ctx context.Context, fullMethod string, req any) (_ co
 		semconv.RPCMethod(method),
 	}
 	attrs = append(attrs, objectAttrs(req)...)
-	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	ctx, span := i.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	if sc := span.SpanContext(); sc.IsSampled() {
 		ctx = log.With(ctx, "trace_id", sc.TraceID().String())
 	}
@@ -81,16 +82,16 @@ func (s *Server) traceRPC(ctx context.Context, fullMethod string, req any) (_ co
 func objectAttrs(msg any) []attribute.KeyValue {
 	var attrs []attribute.KeyValue
 	if m, ok := msg.(interface{ GetImage() *runtimeapi.ImageSpec }); ok && m.GetImage().GetImage() != "" {
-		attrs = append(attrs, attrImage.String(m.GetImage().GetImage()))
+		attrs = append(attrs, AttrImage.String(m.GetImage().GetImage()))
 	}
 	if m, ok := msg.(interface{ GetImageRef() string }); ok && m.GetImageRef() != "" {
-		attrs = append(attrs, attrImageRef.String(m.GetImageRef()))
+		attrs = append(attrs, AttrImageRef.String(m.GetImageRef()))
 	}
 	if m, ok := msg.(interface{ GetPodSandboxId() string }); ok && m.GetPodSandboxId() != "" {
-		attrs = append(attrs, attrPodSandboxID.String(m.GetPodSandboxId()))
+		attrs = append(attrs, AttrPodSandboxID.String(m.GetPodSandboxId()))
 	}
 	if m, ok := msg.(interface{ GetContainerId() string }); ok && m.GetContainerId() != "" {
-		attrs = append(attrs, attrContainerID.String(m.GetContainerId()))
+		attrs = append(attrs, AttrContainerID.String(m.GetContainerId()))
 	}
 	return attrs
 }

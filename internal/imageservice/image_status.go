@@ -1,4 +1,4 @@
-package server
+package imageservice
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 
 // ImageStatus reports an image. Per the CRI spec an image that is not
 // present is not an error: the response carries no image.
-func (s *imageService) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, errInvalid("image reference is required")
 	}
-	img, err := s.store.Status(ctx, storageRef(ref))
+	img, err := s.store.Status(ctx, StorageRef(ref))
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return &runtimeapi.ImageStatusResponse{}, nil

@@ -1,4 +1,4 @@
-package server
+package liststream
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 )
 
 func TestSendChunks(t *testing.T) {
-	old := streamChunkBytes
-	streamChunkBytes = 1000
-	defer func() { streamChunkBytes = old }()
+	old := ChunkBytes
+	ChunkBytes = 1000
+	defer func() { ChunkBytes = old }()
 
 	var items []*runtimeapi.Container
 	for i := range 50 {
@@ -23,7 +23,7 @@ func TestSendChunks(t *testing.T) {
 	items[20].Labels = map[string]string{"big": strings.Repeat("x", 3000)}
 
 	var got [][]*runtimeapi.Container
-	if err := sendChunks(items, func(c []*runtimeapi.Container) error {
+	if err := Send(items, func(c []*runtimeapi.Container) error {
 		got = append(got, c)
 		return nil
 	}); err != nil {
@@ -39,8 +39,8 @@ func TestSendChunks(t *testing.T) {
 			size += proto.Size(it)
 			flat = append(flat, it.Id)
 		}
-		if size > streamChunkBytes && len(c) > 1 {
-			t.Errorf("a list of %d items is %d bytes, over %d", len(c), size, streamChunkBytes)
+		if size > ChunkBytes && len(c) > 1 {
+			t.Errorf("a list of %d items is %d bytes, over %d", len(c), size, ChunkBytes)
 		}
 	}
 	if len(got) < 5 {
@@ -57,13 +57,13 @@ func TestSendChunks(t *testing.T) {
 
 	// Nothing to send: no message.
 	calls := 0
-	if err := sendChunks([]*runtimeapi.Container(nil), func([]*runtimeapi.Container) error { calls++; return nil }); err != nil || calls != 0 {
+	if err := Send([]*runtimeapi.Container(nil), func([]*runtimeapi.Container) error { calls++; return nil }); err != nil || calls != 0 {
 		t.Errorf("no items: %d sends, err %v; want none", calls, err)
 	}
 	// A failed send ends it.
 	boom := errors.New("boom")
 	calls = 0
-	if err := sendChunks(items, func([]*runtimeapi.Container) error { calls++; return boom }); !errors.Is(err, boom) || calls != 1 {
+	if err := Send(items, func([]*runtimeapi.Container) error { calls++; return boom }); !errors.Is(err, boom) || calls != 1 {
 		t.Errorf("failed send: %d sends, err %v; want 1 and boom", calls, err)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package imageservice
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 // PullImage pulls an image with the request's credentials and returns its
 // ID, which the kubelet passes back in CreateContainer.
-func (s *imageService) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
 	ref := req.GetImage().GetImage()
 	if ref == "" {
 		return nil, errInvalid("image reference is required")
@@ -28,5 +28,5 @@ func (s *imageService) PullImage(ctx context.Context, req *runtimeapi.PullImageR
 	if err != nil {
 		return nil, err
 	}
-	return &runtimeapi.PullImageResponse{ImageRef: imageID(img.ID)}, nil
+	return &runtimeapi.PullImageResponse{ImageRef: ID(img.ID)}, nil
 }

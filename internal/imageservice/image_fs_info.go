@@ -1,4 +1,4 @@
-package server
+package imageservice
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 // ImageFsInfo reports the image filesystem's usage, which the kubelet's
 // image garbage collection acts on.
-func (s *imageService) ImageFsInfo(ctx context.Context, req *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+func (s *Service) ImageFsInfo(ctx context.Context, req *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
 	u, err := s.store.FsInfo(ctx)
 	if err != nil {
 		return nil, err

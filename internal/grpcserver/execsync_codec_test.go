@@ -1,4 +1,4 @@
-package server
+package grpcserver
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestExecSyncCodec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			data, err := execSyncCodec{}.Marshal(tc.resp)
+			data, err := ExecSyncCodec{}.Marshal(tc.resp)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,14 +52,14 @@ func TestExecSyncCodec(t *testing.T) {
 				}
 			}
 			var back runtimeapi.ExecSyncResponse
-			if err := (execSyncCodec{}).Unmarshal(data, &back); err != nil || !proto.Equal(&back, tc.resp) {
+			if err := (ExecSyncCodec{}).Unmarshal(data, &back); err != nil || !proto.Equal(&back, tc.resp) {
 				t.Errorf("Unmarshal = %v, %v", &back, err)
 			}
 		})
 	}
 
 	other := &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "podbay"}
-	data, err := execSyncCodec{}.Marshal(other)
+	data, err := ExecSyncCodec{}.Marshal(other)
 	want, _ := proto.Marshal(other)
 	if err != nil || !bytes.Equal(data.Materialize(), want) {
 		t.Errorf("Marshal(%v) = %x, %v; want %x", other, data.Materialize(), err, want)

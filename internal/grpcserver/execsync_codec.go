@@ -1,4 +1,4 @@
-package server
+package grpcserver
 
 import (
 	"google.golang.org/grpc/encoding"
@@ -8,21 +8,21 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// execSyncCodec is gRPC's proto codec, except that it hands an
+// ExecSyncCodec is gRPC's proto codec, except that it hands an
 // ExecSyncResponse's stdout and stderr to gRPC as they are. The proto codec
 // would marshal them into one more buffer of their size (up to 16 MiB per
 // answer, from a pool that keeps it for a while): with the output read
 // once into its buffer, that copy would be half of what ExecSync costs.
 // gRPC's transport writes the pieces out frame by frame, without joining
 // them.
-type execSyncCodec struct{}
+type ExecSyncCodec struct{}
 
 var protoCodec = encoding.GetCodecV2(proto.Name)
 
 // Marshal writes an ExecSyncResponse as proto.Marshal does (fields in
 // number order, proto3 defaults left out) and everything else with the
 // proto codec.
-func (execSyncCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (ExecSyncCodec) Marshal(v any) (mem.BufferSlice, error) {
 	resp, ok := v.(*runtimeapi.ExecSyncResponse)
 	if !ok || len(resp.ProtoReflect().GetUnknown()) > 0 {
 		return protoCodec.Marshal(v)
@@ -50,9 +50,9 @@ func (execSyncCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return data, nil
 }
 
-func (execSyncCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (ExecSyncCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return protoCodec.Unmarshal(data, v)
 }
 
 // Name is the proto codec's: the content type does not change.
-func (execSyncCodec) Name() string { return proto.Name }
+func (ExecSyncCodec) Name() string { return proto.Name }
