@@ -38,7 +38,7 @@ func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCont
 // idempotent and Removing is persisted first, so a restart finishes it.
 func (s *Server) removeContainerLocked(ctx context.Context, c *container.Container) error {
 	rec := c.Update(func(r *container.Record) { r.Removing = true })
-	s.saveContainer(ctx, rec)
+	s.saveContainerOrLog(ctx, rec)
 	if err := s.stopContainerLocked(ctx, c, 0); err != nil {
 		return err
 	}

@@ -368,7 +368,7 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, pod *podrequest.Pod, fil
 		return "", err
 	}
 	bundle := rec.BundleDir()
-	if err := writeBundle(bundle, spec, s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
+	if err := writeBundle(bundle, spec, bundleOptions{SpecVersion: s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion}); err != nil {
 		return "", err
 	}
 	return bundle, nil
