@@ -491,26 +491,9 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	}
 	compressedDigester := compressed.Digester()
 	br := bufio.NewReaderSize(io.TeeReader(d, compressedDigester.Hash()), 128<<10)
-	magic, err := br.Peek(len(xzMagic))
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-		return out, &streamError{err: err}
-	}
-	var dec io.ReadCloser
-	switch {
-	case bytes.HasPrefix(magic, gzipMagic):
-		if dec, err = d.gunzip.open(d.ctx, br); err != nil {
-			return out, &streamError{err: fmt.Errorf("gzip: %w", err)}
-		}
-	case bytes.HasPrefix(magic, zstdMagic):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
-		if err != nil {
-			return out, &streamError{err: fmt.Errorf("zstd: %w", err)}
-		}
-		dec = zr.IOReadCloser()
-	case bytes.HasPrefix(magic, bzip2Magic), bytes.HasPrefix(magic, xzMagic):
-		return out, fallback("layer %s is bzip2 or xz compressed", l.blob.Digest)
-	default:
-		dec = io.NopCloser(br)
+	dec, err := d.decompressor(br)
+	if err != nil {
+		return out, err
 	}
 	// tar-split reads the stream on a goroutine of its own, which may still
 	// be in a Read when the unpacking fails: the blob is closed first, so
@@ -526,26 +509,13 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 		return out, fallback("diffID algorithm %s", diffIDAlgo)
 	}
 	diffIDDigester := diffIDAlgo.Digester()
-	uids, gids := map[uint32]struct{}{}, map[uint32]struct{}{}
-	idLogger, err := tarlog.NewLogger(func(h *tar.Header) {
-		if !strings.HasPrefix(path.Base(h.Name), archive.WhiteoutPrefix) {
-			uids[uint32(h.Uid)] = struct{}{}
-			gids[uint32(h.Gid)] = struct{}{}
-		}
-	})
+	ids, err := newIDLogger()
 	if err != nil {
 		return out, err
 	}
-	idLoggerClosed := false
-	closeIDLogger := func() {
-		if !idLoggerClosed {
-			idLoggerClosed = true
-			_ = idLogger.Close()
-		}
-	}
-	defer closeIDLogger()
+	defer ids.close()
 	var size countWriter
-	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, idLogger))
+	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, ids.logger))
 	// The tar-split (the tar headers containers/storage keeps to rebuild
 	// the layer's tar, about 1 KiB a file) goes to an unlinked file beside
 	// the staged directory, not to memory: a layer of millions of files
@@ -589,39 +559,119 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 		}
 		return out, unpackErr
 	}
-	closeIDLogger()
+	ids.close()
 	if err := tarSplit.Flush(); err != nil {
 		return out, fmt.Errorf("tar-split file: %w", err)
 	}
 
-	if got := compressedDigester.Digest(); got != l.blob.Digest {
-		return out, &LayerDigestError{Layer: l.blob.Digest, What: "compressed digest", Expected: l.blob.Digest.String(), Got: got.String()}
-	}
-	if l.blob.Size >= 0 && d.read != l.blob.Size {
-		return out, &LayerDigestError{Layer: l.blob.Digest, What: "size", Expected: fmt.Sprint(l.blob.Size), Got: fmt.Sprint(d.read)}
-	}
-	if got := diffIDDigester.Digest(); got != l.diffID {
-		return out, &LayerDigestError{Layer: l.blob.Digest, What: "diffID (the config's uncompressed digest)", Expected: l.diffID.String(), Got: got.String()}
+	if err := d.verify(compressedDigester.Digest(), diffIDDigester.Digest()); err != nil {
+		return out, err
 	}
 
-	out.Size = size.n
+	// Assigned to out, which the deferred close of the tar-split file
+	// reads.
+	out, err = d.stagedOutput(dest, size.n, ids, packer.root, tarSplitFile)
+	return out, err
+}
+
+// stagedOutput is the differ's output for the layer staged at dest, of
+// size bytes uncompressed, whose tar set the root's mode where
+// rootInTar; it owns tarSplit, unless it is an error.
+func (d *streamDiffer) stagedOutput(dest string, size int64, ids *idLogger, rootInTar bool, tarSplit *os.File) (graphdriver.DriverWithDifferOutput, error) {
+	l := d.layer
+	var out graphdriver.DriverWithDifferOutput
+	out.Size = size
 	out.UncompressedDigest = l.diffID
 	out.CompressedDigest = l.blob.Digest
-	out.UIDs = sortedIDs(uids)
-	out.GIDs = sortedIDs(gids)
-	if packer.root {
+	out.UIDs = sortedIDs(ids.uids)
+	out.GIDs = sortedIDs(ids.gids)
+	if rootInTar {
 		// The tar set the layer root's mode, as an unpacking into the
 		// layer's own directory would have; without this the driver gives
 		// the staged root its parent's mode.
 		st, err := os.Lstat(dest)
 		if err != nil {
-			return out, err
+			return graphdriver.DriverWithDifferOutput{}, err
 		}
 		mode := st.Mode()
 		out.RootDirMode = &mode
 	}
-	out.TarSplit = tarSplitFile
+	out.TarSplit = tarSplit
 	return out, nil
+}
+
+// decompressor is the decompressing reader of the layer blob br reads,
+// chosen by its magic number; an uncompressed layer is read as it is.
+func (d *streamDiffer) decompressor(br *bufio.Reader) (io.ReadCloser, error) {
+	magic, err := br.Peek(len(xzMagic))
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, &streamError{err: err}
+	}
+	var dec io.ReadCloser
+	switch {
+	case bytes.HasPrefix(magic, gzipMagic):
+		if dec, err = d.gunzip.open(d.ctx, br); err != nil {
+			return nil, &streamError{err: fmt.Errorf("gzip: %w", err)}
+		}
+	case bytes.HasPrefix(magic, zstdMagic):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		if err != nil {
+			return nil, &streamError{err: fmt.Errorf("zstd: %w", err)}
+		}
+		dec = zr.IOReadCloser()
+	case bytes.HasPrefix(magic, bzip2Magic), bytes.HasPrefix(magic, xzMagic):
+		return nil, fallback("layer %s is bzip2 or xz compressed", d.layer.blob.Digest)
+	default:
+		dec = io.NopCloser(br)
+	}
+	return dec, nil
+}
+
+// idLogger records the user and group IDs of a layer's files (whiteouts
+// left out) from its tar stream.
+type idLogger struct {
+	logger     io.WriteCloser
+	uids, gids map[uint32]struct{}
+	closed     bool
+}
+
+func newIDLogger() (*idLogger, error) {
+	l := &idLogger{uids: map[uint32]struct{}{}, gids: map[uint32]struct{}{}}
+	var err error
+	l.logger, err = tarlog.NewLogger(func(h *tar.Header) {
+		if !strings.HasPrefix(path.Base(h.Name), archive.WhiteoutPrefix) {
+			l.uids[uint32(h.Uid)] = struct{}{}
+			l.gids[uint32(h.Gid)] = struct{}{}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// close ends the logging, once: the IDs are complete after it.
+func (l *idLogger) close() {
+	if !l.closed {
+		l.closed = true
+		_ = l.logger.Close()
+	}
+}
+
+// verify checks the layer read against its descriptor: the compressed
+// digest, the size and the diffID the image config names.
+func (d *streamDiffer) verify(compressed, diffID digest.Digest) error {
+	l := d.layer
+	if got := compressed; got != l.blob.Digest {
+		return &LayerDigestError{Layer: l.blob.Digest, What: "compressed digest", Expected: l.blob.Digest.String(), Got: got.String()}
+	}
+	if l.blob.Size >= 0 && d.read != l.blob.Size {
+		return &LayerDigestError{Layer: l.blob.Digest, What: "size", Expected: fmt.Sprint(l.blob.Size), Got: fmt.Sprint(d.read)}
+	}
+	if got := diffID; got != l.diffID {
+		return &LayerDigestError{Layer: l.blob.Digest, What: "diffID (the config's uncompressed digest)", Expected: l.diffID.String(), Got: got.String()}
+	}
+	return nil
 }
 
 // openUnlinkedFile opens a read-write file in dir that has no name: it is
