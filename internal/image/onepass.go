@@ -127,33 +127,11 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 	}
 	defer rawSrc.Close()
 
-	unparsed := cimage.UnparsedInstance(rawSrc, nil)
-	topManifest, topType, err := unparsed.Manifest(ctx)
+	m, err := resolveManifest(ctx, rawSrc, sys, named)
 	if err != nil {
-		return nil, fmt.Errorf("reading manifest %s: %w", named, err)
+		return nil, err
 	}
-	var instance *digest.Digest
-	if manifest.MIMETypeIsMultiImage(topType) {
-		list, err := manifest.ListFromBlob(topManifest, topType)
-		if err != nil {
-			return nil, fmt.Errorf("parsing manifest list %s: %w", named, err)
-		}
-		d, err := list.ChooseInstance(sys)
-		if err != nil {
-			return nil, fmt.Errorf("choosing an image from manifest list %s: %w", named, err)
-		}
-		instance = &d
-		unparsed = cimage.UnparsedInstance(rawSrc, instance)
-	}
-	manifestBlob, manifestType, err := unparsed.Manifest(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading manifest %s: %w", named, err)
-	}
-	switch manifest.NormalizedMIMEType(manifestType) {
-	case manifest.DockerV2Schema2MediaType, imgspecv1.MediaTypeImageManifest:
-	default:
-		return nil, fallback("manifest type %s", manifestType)
-	}
+	unparsed, instance, topManifest, manifestBlob := m.unparsed, m.instance, m.top, m.blob
 	// As copy.Image: the policy is checked before anything else of the
 	// image is read.
 	if allowed, err := policy.IsRunningImageAllowed(ctx, unparsed); !allowed || err != nil {
@@ -182,45 +160,15 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 		return nil, fmt.Errorf("parsing config %s: %w", named, err)
 	}
 	blobs := src.LayerInfos()
-	if len(blobs) > maxImageLayers {
-		return nil, errTooManyLayers
-	}
-	if len(ociConfig.RootFS.DiffIDs) != len(blobs) {
-		return nil, fallback("%d layers but %d diffIDs in the config", len(blobs), len(ociConfig.RootFS.DiffIDs))
-	}
-	for i, b := range blobs {
-		switch {
-		case len(b.URLs) > 0:
-			return nil, fallback("foreign layer %s", b.Digest)
-		case b.CryptoOperation != types.PreserveOriginalCrypto || strings.HasSuffix(b.MediaType, "+encrypted"):
-			return nil, fallback("encrypted layer %s", b.Digest)
-		case !layerMediaTypeOK(b.MediaType):
-			return nil, fallback("layer media type %s", b.MediaType)
-		}
-		if err := b.Digest.Validate(); err != nil {
-			return nil, fmt.Errorf("layer %d digest %q: %v: %w", i, b.Digest, err, errdefs.ErrInvalidArgument)
-		}
-		if err := ociConfig.RootFS.DiffIDs[i].Validate(); err != nil {
-			return nil, fmt.Errorf("layer %d diffID %q: %v: %w", i, ociConfig.RootFS.DiffIDs[i], err, errdefs.ErrInvalidArgument)
-		}
+	if err := checkLayerBlobs(blobs, ociConfig.RootFS.DiffIDs); err != nil {
+		return nil, err
 	}
 	// Signatures would have to be stored as copy.Image stores them.
 	if sigs, err := rawSrc.GetSignatures(ctx, instance); err != nil || len(sigs) > 0 {
 		return nil, fallback("the image has signatures to store (or they could not be read: %v)", err)
 	}
 
-	layers := make([]*onePassLayer, len(blobs))
-	parent := ""
-	for i, b := range blobs {
-		l := &onePassLayer{index: i, blob: b, diffID: ociConfig.RootFS.DiffIDs[i], parent: parent, done: make(chan struct{})}
-		l.id = chainLayerID(parent, l.diffID)
-		if _, err := s.store.Layer(l.id); err == nil {
-			l.exists = true
-			close(l.done)
-		}
-		layers[i] = l
-		parent = l.id
-	}
+	layers, parent := s.onePassLayers(blobs, ociConfig.RootFS.DiffIDs)
 	if err := s.fetchAndCommitLayers(ctx, rawSrc, layers, events); err != nil {
 		return nil, err
 	}
@@ -239,6 +187,96 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 		return nil, fmt.Errorf("pull %s: %w", named, err)
 	}
 	return img, nil
+}
+
+// pulledManifest is the manifest of the image a pull reads: unparsed
+// is the platform's instance (instance, nil for an image without a list),
+// top the manifest the reference names and blob the instance's.
+type pulledManifest struct {
+	unparsed  *cimage.UnparsedImage
+	instance  *digest.Digest
+	top, blob []byte
+}
+
+// resolveManifest reads the manifest of named at rawSrc, choosing the
+// platform's image from a list; a manifest of a type the one-pass pull
+// does not take falls back.
+func resolveManifest(ctx context.Context, rawSrc types.ImageSource, sys *types.SystemContext, named reference.Named) (pulledManifest, error) {
+	unparsed := cimage.UnparsedInstance(rawSrc, nil)
+	topManifest, topType, err := unparsed.Manifest(ctx)
+	if err != nil {
+		return pulledManifest{}, fmt.Errorf("reading manifest %s: %w", named, err)
+	}
+	var instance *digest.Digest
+	if manifest.MIMETypeIsMultiImage(topType) {
+		list, err := manifest.ListFromBlob(topManifest, topType)
+		if err != nil {
+			return pulledManifest{}, fmt.Errorf("parsing manifest list %s: %w", named, err)
+		}
+		d, err := list.ChooseInstance(sys)
+		if err != nil {
+			return pulledManifest{}, fmt.Errorf("choosing an image from manifest list %s: %w", named, err)
+		}
+		instance = &d
+		unparsed = cimage.UnparsedInstance(rawSrc, instance)
+	}
+	manifestBlob, manifestType, err := unparsed.Manifest(ctx)
+	if err != nil {
+		return pulledManifest{}, fmt.Errorf("reading manifest %s: %w", named, err)
+	}
+	switch manifest.NormalizedMIMEType(manifestType) {
+	case manifest.DockerV2Schema2MediaType, imgspecv1.MediaTypeImageManifest:
+	default:
+		return pulledManifest{}, fallback("manifest type %s", manifestType)
+	}
+	return pulledManifest{unparsed: unparsed, instance: instance, top: topManifest, blob: manifestBlob}, nil
+}
+
+// checkLayerBlobs checks an image's layers before any is read: their
+// number, and that each is a plain layer (else the pull falls back) with
+// a valid digest and diffID.
+func checkLayerBlobs(blobs []types.BlobInfo, diffIDs []digest.Digest) error {
+	if len(blobs) > maxImageLayers {
+		return errTooManyLayers
+	}
+	if len(diffIDs) != len(blobs) {
+		return fallback("%d layers but %d diffIDs in the config", len(blobs), len(diffIDs))
+	}
+	for i, b := range blobs {
+		switch {
+		case len(b.URLs) > 0:
+			return fallback("foreign layer %s", b.Digest)
+		case b.CryptoOperation != types.PreserveOriginalCrypto || strings.HasSuffix(b.MediaType, "+encrypted"):
+			return fallback("encrypted layer %s", b.Digest)
+		case !layerMediaTypeOK(b.MediaType):
+			return fallback("layer media type %s", b.MediaType)
+		}
+		if err := b.Digest.Validate(); err != nil {
+			return fmt.Errorf("layer %d digest %q: %v: %w", i, b.Digest, err, errdefs.ErrInvalidArgument)
+		}
+		if err := diffIDs[i].Validate(); err != nil {
+			return fmt.Errorf("layer %d diffID %q: %v: %w", i, diffIDs[i], err, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// onePassLayers are the layers of blobs, chained by their IDs, each known
+// to exist already or not; top is the last one's ID.
+func (s *Store) onePassLayers(blobs []types.BlobInfo, diffIDs []digest.Digest) (layers []*onePassLayer, top string) {
+	layers = make([]*onePassLayer, len(blobs))
+	parent := ""
+	for i, b := range blobs {
+		l := &onePassLayer{index: i, blob: b, diffID: diffIDs[i], parent: parent, done: make(chan struct{})}
+		l.id = chainLayerID(parent, l.diffID)
+		if _, err := s.store.Layer(l.id); err == nil {
+			l.exists = true
+			close(l.done)
+		}
+		layers[i] = l
+		parent = l.id
+	}
+	return layers, parent
 }
 
 // fetchAndCommitLayers stages every layer not in storage, at most
