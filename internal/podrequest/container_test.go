@@ -180,6 +180,7 @@ func TestCheckContainerConfigRefuses(t *testing.T) {
 			return c
 		}, `seccomp profile "p.json" must be an absolute path`},
 		{"apparmor_profile of no known form", func(c *runtimeapi.ContainerConfig) *runtimeapi.ContainerConfig {
+			//lint:ignore SA1019 the deprecated field is what older kubelets send
 			c.Linux.SecurityContext.ApparmorProfile = "p3"
 			return c
 		}, `apparmor_profile "p3": want runtime/default, unconfined or localhost/<name>`},
@@ -288,7 +289,10 @@ func TestContainerConversion(t *testing.T) {
 				t.Errorf("seccomp %+v, description's %+v", c.Security.Seccomp, d.Security.Seccomp)
 			}
 		}},
-		{"apparmor", func(c *runtimeapi.ContainerConfig) { c.Linux.SecurityContext.ApparmorProfile = "localhost/p" }, func(t *testing.T, c *Container, d specgen.Container) {
+		{"apparmor", func(c *runtimeapi.ContainerConfig) {
+			//lint:ignore SA1019 the deprecated field is what older kubelets send
+			c.Linux.SecurityContext.ApparmorProfile = "localhost/p"
+		}, func(t *testing.T, c *Container, d specgen.Container) {
 			if d.Security.AppArmor != (specgen.AppArmorProfile{Type: specgen.ProfileLocalhost, Localhost: "p"}) {
 				t.Errorf("apparmor %+v", d.Security.AppArmor)
 			}
