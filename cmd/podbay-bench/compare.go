@@ -203,38 +203,10 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 	if err != nil {
 		return err
 	}
-	targets := make([]*target, 0, len(o.sides))
-	for _, so := range o.sides {
-		conn, err := grpc.NewClient("unix://"+so.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		b := &bench{
-			client: runtimeapi.NewRuntimeServiceClient(conn),
-			images: runtimeapi.NewImageServiceClient(conn),
-			out:    out,
-			opts: options{
-				socket:       so.socket,
-				mode:         modeContainers,
-				pods:         o.throughputN,
-				timeout:      o.timeout,
-				handler:      so.handler,
-				image:        o.image,
-				stopTimeout:  o.stopTimeout,
-				logDir:       so.logDir,
-				cgroupParent: so.cgroupParent,
-				kubelet:      true,
-			},
-		}
-		if b.runID, err = newRunID(); err != nil {
-			return err
-		}
-		targets = append(targets, &target{
-			name: so.name, b: b, pid: so.pid, procs: so.procs,
-			samples: map[string][]time.Duration{}, mem: map[string]memSample{},
-			scale: map[string][]time.Duration{}, exitCodes: map[int32]int{},
-		})
+	targets, closeConns, err := compareTargets(o, out)
+	defer closeConns()
+	if err != nil {
+		return err
 	}
 	// Whatever fails, no pod or container of this run stays behind.
 	defer func() {
@@ -277,29 +249,7 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		}
 	}
 
-	blocks := []struct {
-		name string
-		run  func(context.Context, *target) error
-	}{
-		{"pods", func(ctx context.Context, t *target) error { return t.podBlock(ctx, perRound) }},
-		{"containers", func(ctx context.Context, t *target) error { return t.containerBlock(ctx, perRound) }},
-		{"images", func(ctx context.Context, t *target) error { return t.imageBlock(ctx, perRound, o.image, rpcPull) }},
-		{"scratch", func(ctx context.Context, t *target) error { return t.scratchBlock(ctx, perRound, o.image, rowScratch) }},
-		{"throughput", func(ctx context.Context, t *target) error { return t.throughputBlock(ctx, o.concurrency) }},
-	}
-	if o.bigImage != "" {
-		blocks = append(blocks, []struct {
-			name string
-			run  func(context.Context, *target) error
-		}{
-			{"realistic images", func(ctx context.Context, t *target) error {
-				return t.imageBlock(ctx, bigPerRound, o.bigImage, rowPullBig)
-			}},
-			{"realistic scratch", func(ctx context.Context, t *target) error {
-				return t.scratchBlock(ctx, bigPerRound, o.bigImage, rowScratchBig)
-			}},
-		}...)
-	}
+	blocks := compareBlocks(o, perRound, bigPerRound)
 	var fl *floor
 	if o.floorRuntime != "" {
 		if fl, err = newFloor(o.floorRuntime, o.floorDir, o.floorRootfs, o.floorCgroupParent); err != nil {
@@ -322,6 +272,105 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 			}
 		}()
 	}
+	if err := runRounds(ctx, out, o, targets, blocks, fl, cf, perRound); err != nil {
+		return err
+	}
+	var after metricSet
+	if scr != nil {
+		if after, err = scr.scrape(ctx); err != nil {
+			return fmt.Errorf("scrape podbay's metrics: %w", err)
+		}
+	}
+	for _, t := range targets {
+		t.mem[memIdle] = t.memory()
+	}
+
+	// A failed or interrupted scale phase still leaves the rounds' table
+	// to print; the run fails afterwards.
+	scaleErr := runScale(ctx, out, o, targets)
+	if err := printCompare(out, o, targets, compareFloors{fl, cf}, scr, before, after); err != nil {
+		return err
+	}
+	return scaleErr
+}
+
+// compareTargets connects to each side of the comparison. closeConns
+// closes the connections made, also on an error.
+func compareTargets(o compareOptions, out io.Writer) (_ []*target, closeConns func(), _ error) {
+	var conns []*grpc.ClientConn
+	closeConns = func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	targets := make([]*target, 0, len(o.sides))
+	for _, so := range o.sides {
+		conn, err := grpc.NewClient("unix://"+so.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return targets, closeConns, err
+		}
+		conns = append(conns, conn)
+		b := &bench{
+			client: runtimeapi.NewRuntimeServiceClient(conn),
+			images: runtimeapi.NewImageServiceClient(conn),
+			out:    out,
+			opts: options{
+				socket:       so.socket,
+				mode:         modeContainers,
+				pods:         o.throughputN,
+				timeout:      o.timeout,
+				handler:      so.handler,
+				image:        o.image,
+				stopTimeout:  o.stopTimeout,
+				logDir:       so.logDir,
+				cgroupParent: so.cgroupParent,
+				kubelet:      true,
+			},
+		}
+		if b.runID, err = newRunID(); err != nil {
+			return targets, closeConns, err
+		}
+		targets = append(targets, &target{
+			name: so.name, b: b, pid: so.pid, procs: so.procs,
+			samples: map[string][]time.Duration{}, mem: map[string]memSample{},
+			scale: map[string][]time.Duration{}, exitCodes: map[int32]int{},
+		})
+	}
+	return targets, closeConns, nil
+}
+
+// compareBlock is one block of a round: each side runs it in turn.
+type compareBlock struct {
+	name string
+	run  func(context.Context, *target) error
+}
+
+// compareBlocks are the blocks of each round, perRound (bigPerRound for
+// the realistic image) samples per RPC.
+func compareBlocks(o compareOptions, perRound, bigPerRound int) []compareBlock {
+	blocks := []compareBlock{
+		{"pods", func(ctx context.Context, t *target) error { return t.podBlock(ctx, perRound) }},
+		{"containers", func(ctx context.Context, t *target) error { return t.containerBlock(ctx, perRound) }},
+		{"images", func(ctx context.Context, t *target) error { return t.imageBlock(ctx, perRound, o.image, rpcPull) }},
+		{"scratch", func(ctx context.Context, t *target) error { return t.scratchBlock(ctx, perRound, o.image, rowScratch) }},
+		{"throughput", func(ctx context.Context, t *target) error { return t.throughputBlock(ctx, o.concurrency) }},
+	}
+	if o.bigImage != "" {
+		blocks = append(blocks, []compareBlock{
+			{"realistic images", func(ctx context.Context, t *target) error {
+				return t.imageBlock(ctx, bigPerRound, o.bigImage, rowPullBig)
+			}},
+			{"realistic scratch", func(ctx context.Context, t *target) error {
+				return t.scratchBlock(ctx, bigPerRound, o.bigImage, rowScratchBig)
+			}},
+		}...)
+	}
+	return blocks
+}
+
+// runRounds runs o.rounds rounds of blocks on targets, and the floors'
+// blocks after each.
+func runRounds(ctx context.Context, out io.Writer, o compareOptions, targets []*target, blocks []compareBlock, fl *floor, cf *cniFloor, perRound int) error {
 	start := time.Now()
 	for r := range o.rounds {
 		// The order rotates: each side goes first in a round of its own.
@@ -351,18 +400,12 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		}
 		fmt.Fprintf(out, "round %d/%d done (%s)\n", r+1, o.rounds, time.Since(start).Round(time.Second))
 	}
-	var after metricSet
-	if scr != nil {
-		if after, err = scr.scrape(ctx); err != nil {
-			return fmt.Errorf("scrape podbay's metrics: %w", err)
-		}
-	}
-	for _, t := range targets {
-		t.mem[memIdle] = t.memory()
-	}
+	return nil
+}
 
-	// A failed or interrupted scale phase still leaves the rounds' table
-	// to print; the run fails afterwards.
+// runScale runs the scale phase on each side in turn, stopping at the
+// first that fails.
+func runScale(ctx context.Context, out io.Writer, o compareOptions, targets []*target) error {
 	var scaleErr error
 	if o.scalePods > 0 {
 		for _, t := range targets {
@@ -374,7 +417,19 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 			fmt.Fprintf(out, "scale %s: %d pods up in %s, down in %s\n", t.name, o.scalePods, t.scaleUp.Round(time.Second), t.scaleDown.Round(time.Second))
 		}
 	}
+	return scaleErr
+}
 
+// compareFloors are the optional floors measured beside the sides.
+type compareFloors struct {
+	fl *floor
+	cf *cniFloor
+}
+
+// printCompare prints the comparison's tables, details and phases, and
+// writes the Markdown tables where o asks.
+func printCompare(out io.Writer, o compareOptions, targets []*target, floors compareFloors, scr *scraper, before, after metricSet) error {
+	fl, cf := floors.fl, floors.cf
 	floorP50 := math.NaN()
 	if fl != nil {
 		floorP50 = fl.p50()
@@ -434,7 +489,7 @@ func runCompare(ctx context.Context, args []string, out io.Writer) (retErr error
 		}
 		fmt.Fprintf(out, "\nMarkdown tables written to %s\n", o.markdown)
 	}
-	return scaleErr
+	return nil
 }
 
 // version asks the daemon for its version until it answers, for up to 30

@@ -110,18 +110,53 @@ func kBField(path, name string) (int64, error) {
 // PodSandboxStatus (a different pod each time) and ListContainerStats,
 // interleaved; and removes the pods, c at a time.
 func (t *target) scalePhase(ctx context.Context, pods, samples, c int) (retErr error) {
-	type pod struct {
-		id  string
-		cfg *runtimeapi.PodSandboxConfig
+	start := time.Now()
+	up, errs := t.scaleUpPods(ctx, pods, c)
+	t.scaleUp = time.Since(start)
+	// Teardown, also after a failure: the run's cleanup would remove the
+	// pods one at a time.
+	defer func() {
+		retErr = errors.Join(retErr, t.scaleDownPods(up, c))
+	}()
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d pods up, %d errors, the first: %w", len(up), pods, len(errs), errs[0])
 	}
-	var (
-		mu   sync.Mutex
-		up   []pod
-		errs []error
-	)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	t.mem[memScale] = t.memory()
+	rpcs := t.scaleRPCs(pods, up)
+	for i := range samples {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for j := range rpcs {
+			// Rotate the order, so that no RPC always follows the same one.
+			r := rpcs[(i+j)%len(rpcs)]
+			d, err := t.call(r.row, func(ctx context.Context) error { return r.fn(ctx, i*7919) })
+			if err != nil {
+				return err
+			}
+			t.scale[r.row] = append(t.scale[r.row], d)
+		}
+	}
+	return nil
+}
+
+// scalePod is a pod the scale phase ran.
+type scalePod struct {
+	id  string
+	cfg *runtimeapi.PodSandboxConfig
+}
+
+// scaleUpPods runs pods pods, c at a time, each with a started container,
+// until one fails or ctx ends; up are the pods that ran (with their
+// container or not), errs what failed.
+func (t *target) scaleUpPods(ctx context.Context, pods, c int) (up []scalePod, errs []error) {
+	var mu sync.Mutex
 	cfgs := make(chan *runtimeapi.PodSandboxConfig)
 	var wg sync.WaitGroup
-	start := time.Now()
 	for range c {
 		wg.Add(1)
 		go func() {
@@ -130,7 +165,7 @@ func (t *target) scalePhase(ctx context.Context, pods, samples, c int) (retErr e
 				id, _, err := t.runPod(cfg)
 				if err == nil {
 					mu.Lock()
-					up = append(up, pod{id, cfg})
+					up = append(up, scalePod{id, cfg})
 					mu.Unlock()
 					var cid string
 					if cid, _, err = t.createContainer(id, cfg, 0, t.b.opts.image); err == nil {
@@ -156,48 +191,48 @@ func (t *target) scalePhase(ctx context.Context, pods, samples, c int) (retErr e
 	}
 	close(cfgs)
 	wg.Wait()
-	t.scaleUp = time.Since(start)
-	// Teardown, also after a failure: the run's cleanup would remove the
-	// pods one at a time.
-	defer func() {
-		start := time.Now()
-		work := make(chan pod)
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var derrs []error
-		for range c {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for p := range work {
-					if err := t.removePod(p.id, p.cfg); err != nil {
-						mu.Lock()
-						derrs = append(derrs, err)
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		for _, p := range up {
-			work <- p
-		}
-		close(work)
-		wg.Wait()
-		t.scaleDown = time.Since(start)
-		retErr = errors.Join(retErr, errors.Join(derrs...))
-	}()
-	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d pods up, %d errors, the first: %w", len(up), pods, len(errs), errs[0])
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	return up, errs
+}
 
-	t.mem[memScale] = t.memory()
-	rpcs := []struct {
-		row string
-		fn  func(ctx context.Context, i int) error
-	}{
+// scaleDownPods removes the pods up, c at a time, also after a failure:
+// the run's cleanup would remove them one at a time.
+func (t *target) scaleDownPods(up []scalePod, c int) error {
+	start := time.Now()
+	work := make(chan scalePod)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var derrs []error
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				if err := t.removePod(p.id, p.cfg); err != nil {
+					mu.Lock()
+					derrs = append(derrs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, p := range up {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	t.scaleDown = time.Since(start)
+	return errors.Join(derrs...)
+}
+
+// scaleRPC is one RPC the scale phase samples: fn's i picks a pod.
+type scaleRPC struct {
+	row string
+	fn  func(ctx context.Context, i int) error
+}
+
+// scaleRPCs are the RPCs sampled with pods pods up.
+func (t *target) scaleRPCs(pods int, up []scalePod) []scaleRPC {
+	return []scaleRPC{
 		{rpcListPods, func(ctx context.Context, _ int) error {
 			resp, err := t.b.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 			if err == nil && len(resp.GetItems()) < pods {
@@ -224,19 +259,4 @@ func (t *target) scalePhase(ctx context.Context, pods, samples, c int) (retErr e
 			return err
 		}},
 	}
-	for i := range samples {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		for j := range rpcs {
-			// Rotate the order, so that no RPC always follows the same one.
-			r := rpcs[(i+j)%len(rpcs)]
-			d, err := t.call(r.row, func(ctx context.Context) error { return r.fn(ctx, i*7919) })
-			if err != nil {
-				return err
-			}
-			t.scale[r.row] = append(t.scale[r.row], d)
-		}
-	}
-	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/podbay/podbay/internal/server"
 	"github.com/podbay/podbay/internal/shim"
 	"github.com/podbay/podbay/internal/socket"
+	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/store"
 	"github.com/podbay/podbay/internal/systemd"
 )
@@ -132,26 +133,8 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	if closeTracing != nil {
 		d.closers = append(d.closers, closeTracing)
 	}
-	for _, dir := range []string{cfg.Root, cfg.State, cfg.NetNSDir} {
-		if err := os.MkdirAll(dir, 0o711); err != nil {
-			return nil, fmt.Errorf("create %s: %w", dir, err)
-		}
-	}
-	// A corrupt database is moved aside rather than keeping the node down:
-	// Recover's garbage collection then reclaims what its pods held.
-	db, err := store.OpenOrQuarantine(ctx, filepath.Join(cfg.Root, "podbay.db"))
-	if err != nil {
+	if err := d.openStore(ctx); err != nil {
 		return nil, err
-	}
-	d.db = db
-	d.closers = append(d.closers, db.Close)
-
-	// Before anything can run a CNI DEL: a plugin a killed daemon left
-	// running would otherwise finish its ADD after recovery undid the pod.
-	// Only now, with the database's lock held: a second podbayd started
-	// by mistake must fail on the lock, not kill the first one's plugins.
-	if _, err := network.KillOrphanedPlugins(ctx, cfg.NetNSDir); err != nil {
-		log.G(ctx).Warn("kill cni plugins a previous podbayd left running", "err", err)
 	}
 
 	netw, err := newNetwork(cfg)
@@ -159,32 +142,9 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		return nil, fmt.Errorf("set up CNI: %w", err)
 	}
 
-	conmon, err := config.LookPath(cfg.Conmon)
+	runtimes, unavailable, err := d.newRuntimes(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("conmon %q: %w", cfg.Conmon, err)
-	}
-	d.conmon = conmon
-	if cfg.SystemdCgroup() {
-		if d.systemd, err = systemd.NewManager(ctx); err != nil {
-			return nil, fmt.Errorf("cgroup_driver systemd: %w", err)
-		}
-		d.closers = append(d.closers, d.systemd.Close)
-	}
-	runtimes := map[string]runtime.Runtime{}
-	unavailable := map[string]error{}
-	for _, name := range cfg.RuntimeNames() {
-		rt, closer, err := newRuntime(name, cfg, conmon, d.systemd)
-		if err != nil {
-			unavailable[name] = err
-			log.G(ctx).Warn("runtime handler unavailable", "handler", name, "err", err)
-			continue
-		}
-		d.closers = append(d.closers, closer)
-		runtimes[name] = rt
-		log.G(ctx).Info("runtime handler ready", "handler", name, "type", cfg.Runtimes[name].Type)
-	}
-	if _, ok := runtimes[cfg.DefaultRuntime]; !ok {
-		return nil, fmt.Errorf("default runtime %q is not available: %w", cfg.DefaultRuntime, unavailable[cfg.DefaultRuntime])
+		return nil, err
 	}
 
 	pauseBin, err := findPause(cfg.PauseBinary)
@@ -192,39 +152,14 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		// Only the default pause image needs it, and only offline.
 		log.G(ctx).Warn("no built-in pause program; the pause image must be pullable", "err", err)
 	}
-	images, err := image.New(ctx, image.Config{
-		StorageRoot:       cfg.Image.StorageRoot,
-		RunRoot:           cfg.Image.RunRoot,
-		Driver:            cfg.Image.Driver,
-		DriverOptions:     cfg.Image.DriverOptions,
-		RegistriesConf:    cfg.Image.RegistriesConf,
-		RegistriesConfDir: cfg.Image.RegistriesConfDir,
-		PolicyPath:        cfg.Image.SignaturePolicy,
-		PolicyDir:         cfg.Image.SignaturePolicyDir,
-		PinnedImages:      []string{cfg.PauseImage},
-		Metrics:           d.metrics.Registry,
-
-		PullProgressTimeout:    time.Duration(cfg.Image.PullProgressTimeout),
-		MaxConcurrentDownloads: cfg.Image.MaxConcurrentDownloads,
-		GzipDecompressor:       cfg.Image.GzipDecompressor,
-		SyncRootfsRecords:      cfg.Image.SyncRootfsRecords,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open image store: %w", err)
-	}
-	d.closers = append(d.closers, images.Close)
-
-	cg, err := cgroups.New(cgroups.DefaultRoot)
-	if err != nil {
-		return nil, fmt.Errorf("cgroups: %w", err)
-	}
-	minScore, err := minOOMScoreAdj(cfg.RestrictOOMScoreAdj)
+	images, err := d.openImages(ctx)
 	if err != nil {
 		return nil, err
 	}
-	host, err := server.DetectHost(cg.Mode() == cgroups.V2, minScore)
+
+	cg, minScore, host, err := detectHost(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("detect host: %w", err)
+		return nil, err
 	}
 	cdiDevices, ociHooks, err := d.specInjectors(ctx)
 	if err != nil {
@@ -236,7 +171,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	}
 	srv, err := server.New(server.Options{
 		Config:         cfg,
-		DB:             db,
+		DB:             d.db,
 		Network:        netw,
 		NetNS:          netns.Host{},
 		Runtimes:       runtimes,
@@ -272,6 +207,112 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 	}
 	srv.WarmPauseImage()
 	return d, nil
+}
+
+// openStore makes the daemon's directories and opens its database.
+func (d *daemon) openStore(ctx context.Context) error {
+	cfg := d.cfg
+	for _, dir := range []string{cfg.Root, cfg.State, cfg.NetNSDir} {
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	// A corrupt database is moved aside rather than keeping the node down:
+	// Recover's garbage collection then reclaims what its pods held.
+	db, err := store.OpenOrQuarantine(ctx, filepath.Join(cfg.Root, "podbay.db"))
+	if err != nil {
+		return err
+	}
+	d.db = db
+	d.closers = append(d.closers, db.Close)
+
+	// Before anything can run a CNI DEL: a plugin a killed daemon left
+	// running would otherwise finish its ADD after recovery undid the pod.
+	// Only now, with the database's lock held: a second podbayd started
+	// by mistake must fail on the lock, not kill the first one's plugins.
+	if _, err := network.KillOrphanedPlugins(ctx, cfg.NetNSDir); err != nil {
+		log.G(ctx).Warn("kill cni plugins a previous podbayd left running", "err", err)
+	}
+	return nil
+}
+
+// newRuntimes finds conmon, connects to systemd for its cgroup driver,
+// and sets up the configured runtime handlers; a handler that cannot be
+// set up is unavailable (with why), unless it is the default.
+func (d *daemon) newRuntimes(ctx context.Context) (map[string]runtime.Runtime, map[string]error, error) {
+	cfg := d.cfg
+	conmon, err := config.LookPath(cfg.Conmon)
+	if err != nil {
+		return nil, nil, fmt.Errorf("conmon %q: %w", cfg.Conmon, err)
+	}
+	d.conmon = conmon
+	if cfg.SystemdCgroup() {
+		if d.systemd, err = systemd.NewManager(ctx); err != nil {
+			return nil, nil, fmt.Errorf("cgroup_driver systemd: %w", err)
+		}
+		d.closers = append(d.closers, d.systemd.Close)
+	}
+	runtimes := map[string]runtime.Runtime{}
+	unavailable := map[string]error{}
+	for _, name := range cfg.RuntimeNames() {
+		rt, closer, err := newRuntime(name, cfg, d.conmon, d.systemd)
+		if err != nil {
+			unavailable[name] = err
+			log.G(ctx).Warn("runtime handler unavailable", "handler", name, "err", err)
+			continue
+		}
+		d.closers = append(d.closers, closer)
+		runtimes[name] = rt
+		log.G(ctx).Info("runtime handler ready", "handler", name, "type", cfg.Runtimes[name].Type)
+	}
+	if _, ok := runtimes[cfg.DefaultRuntime]; !ok {
+		return nil, nil, fmt.Errorf("default runtime %q is not available: %w", cfg.DefaultRuntime, unavailable[cfg.DefaultRuntime])
+	}
+	return runtimes, unavailable, nil
+}
+
+// openImages opens the image store.
+func (d *daemon) openImages(ctx context.Context) (*image.Store, error) {
+	images, err := image.New(ctx, image.Config{
+		StorageRoot:       d.cfg.Image.StorageRoot,
+		RunRoot:           d.cfg.Image.RunRoot,
+		Driver:            d.cfg.Image.Driver,
+		DriverOptions:     d.cfg.Image.DriverOptions,
+		RegistriesConf:    d.cfg.Image.RegistriesConf,
+		RegistriesConfDir: d.cfg.Image.RegistriesConfDir,
+		PolicyPath:        d.cfg.Image.SignaturePolicy,
+		PolicyDir:         d.cfg.Image.SignaturePolicyDir,
+		PinnedImages:      []string{d.cfg.PauseImage},
+		Metrics:           d.metrics.Registry,
+
+		PullProgressTimeout:    time.Duration(d.cfg.Image.PullProgressTimeout),
+		MaxConcurrentDownloads: d.cfg.Image.MaxConcurrentDownloads,
+		GzipDecompressor:       d.cfg.Image.GzipDecompressor,
+		SyncRootfsRecords:      d.cfg.Image.SyncRootfsRecords,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open image store: %w", err)
+	}
+	d.closers = append(d.closers, images.Close)
+	return images, nil
+}
+
+// detectHost reads the host's cgroups and the facts that change a
+// container's spec.
+func detectHost(cfg *config.Config) (*cgroups.Reader, *int, specgen.Host, error) {
+	cg, err := cgroups.New(cgroups.DefaultRoot)
+	if err != nil {
+		return nil, nil, specgen.Host{}, fmt.Errorf("cgroups: %w", err)
+	}
+	minScore, err := minOOMScoreAdj(cfg.RestrictOOMScoreAdj)
+	if err != nil {
+		return nil, nil, specgen.Host{}, err
+	}
+	host, err := server.DetectHost(cg.Mode() == cgroups.V2, minScore)
+	if err != nil {
+		return nil, nil, specgen.Host{}, fmt.Errorf("detect host: %w", err)
+	}
+	return cg, minScore, host, nil
 }
 
 func (d *daemon) close() {

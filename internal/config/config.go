@@ -483,6 +483,35 @@ func (c *Config) Validate() error {
 	if c.SandboxTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("sandbox_timeout must be positive"))
 	}
+	errs = append(errs, c.validateStream()...)
+	if c.Network.PluginTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("network.plugin_timeout must be positive"))
+	}
+	errs = append(errs, c.validateImage()...)
+	errs = append(errs, c.Tracing.validate()...)
+	if c.NRI.Enable {
+		errs = append(errs, c.NRI.validate()...)
+	}
+	if c.PauseImage == "" {
+		errs = append(errs, fmt.Errorf("pause_image must not be empty"))
+	}
+	if len(c.Runtimes) == 0 {
+		errs = append(errs, fmt.Errorf("no runtimes configured"))
+	}
+	if _, ok := c.Runtimes[c.DefaultRuntime]; !ok {
+		errs = append(errs, fmt.Errorf("default_runtime %q is not in [runtimes]", c.DefaultRuntime))
+	}
+	for _, name := range c.RuntimeNames() {
+		rt, rtErrs := c.validateRuntime(name, c.Runtimes[name])
+		errs = append(errs, rtErrs...)
+		c.Runtimes[name] = rt
+	}
+	return errors.Join(errs...)
+}
+
+// validateStream checks the streaming server's keys.
+func (c *Config) validateStream() []error {
+	var errs []error
 	if ip := net.ParseIP(c.StreamAddress); ip == nil || ip.IsUnspecified() {
 		// The address goes into the URLs the clients connect to.
 		errs = append(errs, fmt.Errorf("stream_address %q: want the IP address clients connect to (not 0.0.0.0 or ::)", c.StreamAddress))
@@ -496,9 +525,13 @@ func (c *Config) Validate() error {
 	if (c.StreamTLSCert == "") != (c.StreamTLSKey == "") || (c.StreamTLSCA != "" && c.StreamTLSCert == "") {
 		errs = append(errs, fmt.Errorf("stream_tls_cert and stream_tls_key go together, and stream_tls_ca needs them"))
 	}
-	if c.Network.PluginTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("network.plugin_timeout must be positive"))
-	}
+	return errs
+}
+
+// validateImage checks the image keys and fills in the storage's (and
+// the CNI cache's) directories under root and state where they are unset.
+func (c *Config) validateImage() []error {
+	var errs []error
 	if c.Image.PullProgressTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("image.pull_progress_timeout must be positive"))
 	}
@@ -524,70 +557,60 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("image.driver %q: want overlay or vfs", c.Image.Driver))
 	}
-	errs = append(errs, c.Tracing.validate()...)
-	if c.NRI.Enable {
-		errs = append(errs, c.NRI.validate()...)
+	return errs
+}
+
+// validateRuntime checks handler name's rt and returns it with its
+// defaults filled in.
+func (c *Config) validateRuntime(name string, rt Runtime) (Runtime, []error) {
+	var errs []error
+	if rt.Root == "" {
+		rt.Root = filepath.Join(c.State, "runtimes", name)
 	}
-	if c.PauseImage == "" {
-		errs = append(errs, fmt.Errorf("pause_image must not be empty"))
+	switch rt.Type {
+	case "":
+		rt.Type = TypeOCI
+	case TypeOCI, TypeVM:
+	default:
+		errs = append(errs, fmt.Errorf("runtimes.%s.type %q: want oci or vm", name, rt.Type))
 	}
-	if len(c.Runtimes) == 0 {
-		errs = append(errs, fmt.Errorf("no runtimes configured"))
+	if rt.Type == TypeOCI && (rt.RuntimePath != "" || rt.RuntimeRoot != "" || rt.ConfigPath != "") {
+		errs = append(errs, fmt.Errorf("runtimes.%s: runtime_path, runtime_root and config_path are for vm handlers", name))
 	}
-	if _, ok := c.Runtimes[c.DefaultRuntime]; !ok {
-		errs = append(errs, fmt.Errorf("default_runtime %q is not in [runtimes]", c.DefaultRuntime))
+	if rt.OptionsType != "" && rt.ConfigPath == "" {
+		errs = append(errs, fmt.Errorf("runtimes.%s: options_type needs config_path", name))
 	}
-	for _, name := range c.RuntimeNames() {
-		rt := c.Runtimes[name]
-		if rt.Root == "" {
-			rt.Root = filepath.Join(c.State, "runtimes", name)
-		}
-		switch rt.Type {
-		case "":
-			rt.Type = TypeOCI
-		case TypeOCI, TypeVM:
-		default:
-			errs = append(errs, fmt.Errorf("runtimes.%s.type %q: want oci or vm", name, rt.Type))
-		}
-		if rt.Type == TypeOCI && (rt.RuntimePath != "" || rt.RuntimeRoot != "" || rt.ConfigPath != "") {
-			errs = append(errs, fmt.Errorf("runtimes.%s: runtime_path, runtime_root and config_path are for vm handlers", name))
-		}
-		if rt.OptionsType != "" && rt.ConfigPath == "" {
-			errs = append(errs, fmt.Errorf("runtimes.%s: options_type needs config_path", name))
-		}
-		if rt.ConfigPath != "" && (rt.RuntimePath != "" || rt.RuntimeRoot != "") {
-			errs = append(errs, fmt.Errorf("runtimes.%s: config_path (Kata's options) and runtime_path/runtime_root (runc's options) exclude each other", name))
-		}
-		for _, p := range []struct{ key, val string }{
-			{"runtime_root", rt.RuntimeRoot}, {"config_path", rt.ConfigPath},
-		} {
-			if p.val != "" && !filepath.IsAbs(p.val) {
-				errs = append(errs, fmt.Errorf("runtimes.%s.%s must be an absolute path, got %q", name, p.key, p.val))
-			}
-		}
-		for _, p := range append(append([]string(nil), rt.PodAnnotations...), rt.ContainerAnnotations...) {
-			if err := annotations.CheckPattern(p); err != nil {
-				errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q: %v", name, p, err))
-			} else if annotations.ReservedPattern(p) {
-				errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q names a reserved namespace, which no pod may set (see annotations.Reserved)", name, p))
-			}
-		}
-		if rt.Timeout < 0 {
-			errs = append(errs, fmt.Errorf("runtimes.%s.timeout must not be negative", name))
-		}
-		switch rt.NetworkOrder {
-		case "":
-			rt.NetworkOrder = OrderBefore
-		case OrderBefore, OrderAfter:
-		default:
-			errs = append(errs, fmt.Errorf("runtimes.%s.network_order %q: want before or after", name, rt.NetworkOrder))
-		}
-		if rt.RequiresNetworkBeforeStart && rt.NetworkOrder == OrderAfter && !rt.AllowNetworkAfter {
-			errs = append(errs, fmt.Errorf("runtimes.%s: network_order \"after\" with requires_network_before_start needs allow_network_after", name))
-		}
-		c.Runtimes[name] = rt
+	if rt.ConfigPath != "" && (rt.RuntimePath != "" || rt.RuntimeRoot != "") {
+		errs = append(errs, fmt.Errorf("runtimes.%s: config_path (Kata's options) and runtime_path/runtime_root (runc's options) exclude each other", name))
 	}
-	return errors.Join(errs...)
+	for _, p := range []struct{ key, val string }{
+		{"runtime_root", rt.RuntimeRoot}, {"config_path", rt.ConfigPath},
+	} {
+		if p.val != "" && !filepath.IsAbs(p.val) {
+			errs = append(errs, fmt.Errorf("runtimes.%s.%s must be an absolute path, got %q", name, p.key, p.val))
+		}
+	}
+	for _, p := range append(append([]string(nil), rt.PodAnnotations...), rt.ContainerAnnotations...) {
+		if err := annotations.CheckPattern(p); err != nil {
+			errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q: %v", name, p, err))
+		} else if annotations.ReservedPattern(p) {
+			errs = append(errs, fmt.Errorf("runtimes.%s: annotation pattern %q names a reserved namespace, which no pod may set (see annotations.Reserved)", name, p))
+		}
+	}
+	if rt.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("runtimes.%s.timeout must not be negative", name))
+	}
+	switch rt.NetworkOrder {
+	case "":
+		rt.NetworkOrder = OrderBefore
+	case OrderBefore, OrderAfter:
+	default:
+		errs = append(errs, fmt.Errorf("runtimes.%s.network_order %q: want before or after", name, rt.NetworkOrder))
+	}
+	if rt.RequiresNetworkBeforeStart && rt.NetworkOrder == OrderAfter && !rt.AllowNetworkAfter {
+		errs = append(errs, fmt.Errorf("runtimes.%s: network_order \"after\" with requires_network_before_start needs allow_network_after", name))
+	}
+	return rt, errs
 }
 
 func (n *NRI) validate() []error {

@@ -127,33 +127,11 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 	}
 	defer rawSrc.Close()
 
-	unparsed := cimage.UnparsedInstance(rawSrc, nil)
-	topManifest, topType, err := unparsed.Manifest(ctx)
+	m, err := resolveManifest(ctx, rawSrc, sys, named)
 	if err != nil {
-		return nil, fmt.Errorf("reading manifest %s: %w", named, err)
+		return nil, err
 	}
-	var instance *digest.Digest
-	if manifest.MIMETypeIsMultiImage(topType) {
-		list, err := manifest.ListFromBlob(topManifest, topType)
-		if err != nil {
-			return nil, fmt.Errorf("parsing manifest list %s: %w", named, err)
-		}
-		d, err := list.ChooseInstance(sys)
-		if err != nil {
-			return nil, fmt.Errorf("choosing an image from manifest list %s: %w", named, err)
-		}
-		instance = &d
-		unparsed = cimage.UnparsedInstance(rawSrc, instance)
-	}
-	manifestBlob, manifestType, err := unparsed.Manifest(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading manifest %s: %w", named, err)
-	}
-	switch manifest.NormalizedMIMEType(manifestType) {
-	case manifest.DockerV2Schema2MediaType, imgspecv1.MediaTypeImageManifest:
-	default:
-		return nil, fallback("manifest type %s", manifestType)
-	}
+	unparsed, instance, topManifest, manifestBlob := m.unparsed, m.instance, m.top, m.blob
 	// As copy.Image: the policy is checked before anything else of the
 	// image is read.
 	if allowed, err := policy.IsRunningImageAllowed(ctx, unparsed); !allowed || err != nil {
@@ -182,45 +160,15 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 		return nil, fmt.Errorf("parsing config %s: %w", named, err)
 	}
 	blobs := src.LayerInfos()
-	if len(blobs) > maxImageLayers {
-		return nil, errTooManyLayers
-	}
-	if len(ociConfig.RootFS.DiffIDs) != len(blobs) {
-		return nil, fallback("%d layers but %d diffIDs in the config", len(blobs), len(ociConfig.RootFS.DiffIDs))
-	}
-	for i, b := range blobs {
-		switch {
-		case len(b.URLs) > 0:
-			return nil, fallback("foreign layer %s", b.Digest)
-		case b.CryptoOperation != types.PreserveOriginalCrypto || strings.HasSuffix(b.MediaType, "+encrypted"):
-			return nil, fallback("encrypted layer %s", b.Digest)
-		case !layerMediaTypeOK(b.MediaType):
-			return nil, fallback("layer media type %s", b.MediaType)
-		}
-		if err := b.Digest.Validate(); err != nil {
-			return nil, fmt.Errorf("layer %d digest %q: %v: %w", i, b.Digest, err, errdefs.ErrInvalidArgument)
-		}
-		if err := ociConfig.RootFS.DiffIDs[i].Validate(); err != nil {
-			return nil, fmt.Errorf("layer %d diffID %q: %v: %w", i, ociConfig.RootFS.DiffIDs[i], err, errdefs.ErrInvalidArgument)
-		}
+	if err := checkLayerBlobs(blobs, ociConfig.RootFS.DiffIDs); err != nil {
+		return nil, err
 	}
 	// Signatures would have to be stored as copy.Image stores them.
 	if sigs, err := rawSrc.GetSignatures(ctx, instance); err != nil || len(sigs) > 0 {
 		return nil, fallback("the image has signatures to store (or they could not be read: %v)", err)
 	}
 
-	layers := make([]*onePassLayer, len(blobs))
-	parent := ""
-	for i, b := range blobs {
-		l := &onePassLayer{index: i, blob: b, diffID: ociConfig.RootFS.DiffIDs[i], parent: parent, done: make(chan struct{})}
-		l.id = chainLayerID(parent, l.diffID)
-		if _, err := s.store.Layer(l.id); err == nil {
-			l.exists = true
-			close(l.done)
-		}
-		layers[i] = l
-		parent = l.id
-	}
+	layers, parent := s.onePassLayers(blobs, ociConfig.RootFS.DiffIDs)
 	if err := s.fetchAndCommitLayers(ctx, rawSrc, layers, events); err != nil {
 		return nil, err
 	}
@@ -239,6 +187,96 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 		return nil, fmt.Errorf("pull %s: %w", named, err)
 	}
 	return img, nil
+}
+
+// pulledManifest is the manifest of the image a pull reads: unparsed
+// is the platform's instance (instance, nil for an image without a list),
+// top the manifest the reference names and blob the instance's.
+type pulledManifest struct {
+	unparsed  *cimage.UnparsedImage
+	instance  *digest.Digest
+	top, blob []byte
+}
+
+// resolveManifest reads the manifest of named at rawSrc, choosing the
+// platform's image from a list; a manifest of a type the one-pass pull
+// does not take falls back.
+func resolveManifest(ctx context.Context, rawSrc types.ImageSource, sys *types.SystemContext, named reference.Named) (pulledManifest, error) {
+	unparsed := cimage.UnparsedInstance(rawSrc, nil)
+	topManifest, topType, err := unparsed.Manifest(ctx)
+	if err != nil {
+		return pulledManifest{}, fmt.Errorf("reading manifest %s: %w", named, err)
+	}
+	var instance *digest.Digest
+	if manifest.MIMETypeIsMultiImage(topType) {
+		list, err := manifest.ListFromBlob(topManifest, topType)
+		if err != nil {
+			return pulledManifest{}, fmt.Errorf("parsing manifest list %s: %w", named, err)
+		}
+		d, err := list.ChooseInstance(sys)
+		if err != nil {
+			return pulledManifest{}, fmt.Errorf("choosing an image from manifest list %s: %w", named, err)
+		}
+		instance = &d
+		unparsed = cimage.UnparsedInstance(rawSrc, instance)
+	}
+	manifestBlob, manifestType, err := unparsed.Manifest(ctx)
+	if err != nil {
+		return pulledManifest{}, fmt.Errorf("reading manifest %s: %w", named, err)
+	}
+	switch manifest.NormalizedMIMEType(manifestType) {
+	case manifest.DockerV2Schema2MediaType, imgspecv1.MediaTypeImageManifest:
+	default:
+		return pulledManifest{}, fallback("manifest type %s", manifestType)
+	}
+	return pulledManifest{unparsed: unparsed, instance: instance, top: topManifest, blob: manifestBlob}, nil
+}
+
+// checkLayerBlobs checks an image's layers before any is read: their
+// number, and that each is a plain layer (else the pull falls back) with
+// a valid digest and diffID.
+func checkLayerBlobs(blobs []types.BlobInfo, diffIDs []digest.Digest) error {
+	if len(blobs) > maxImageLayers {
+		return errTooManyLayers
+	}
+	if len(diffIDs) != len(blobs) {
+		return fallback("%d layers but %d diffIDs in the config", len(blobs), len(diffIDs))
+	}
+	for i, b := range blobs {
+		switch {
+		case len(b.URLs) > 0:
+			return fallback("foreign layer %s", b.Digest)
+		case b.CryptoOperation != types.PreserveOriginalCrypto || strings.HasSuffix(b.MediaType, "+encrypted"):
+			return fallback("encrypted layer %s", b.Digest)
+		case !layerMediaTypeOK(b.MediaType):
+			return fallback("layer media type %s", b.MediaType)
+		}
+		if err := b.Digest.Validate(); err != nil {
+			return fmt.Errorf("layer %d digest %q: %v: %w", i, b.Digest, err, errdefs.ErrInvalidArgument)
+		}
+		if err := diffIDs[i].Validate(); err != nil {
+			return fmt.Errorf("layer %d diffID %q: %v: %w", i, diffIDs[i], err, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// onePassLayers are the layers of blobs, chained by their IDs, each known
+// to exist already or not; top is the last one's ID.
+func (s *Store) onePassLayers(blobs []types.BlobInfo, diffIDs []digest.Digest) (layers []*onePassLayer, top string) {
+	layers = make([]*onePassLayer, len(blobs))
+	parent := ""
+	for i, b := range blobs {
+		l := &onePassLayer{index: i, blob: b, diffID: diffIDs[i], parent: parent, done: make(chan struct{})}
+		l.id = chainLayerID(parent, l.diffID)
+		if _, err := s.store.Layer(l.id); err == nil {
+			l.exists = true
+			close(l.done)
+		}
+		layers[i] = l
+		parent = l.id
+	}
+	return layers, parent
 }
 
 // fetchAndCommitLayers stages every layer not in storage, at most
@@ -491,26 +529,9 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	}
 	compressedDigester := compressed.Digester()
 	br := bufio.NewReaderSize(io.TeeReader(d, compressedDigester.Hash()), 128<<10)
-	magic, err := br.Peek(len(xzMagic))
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-		return out, &streamError{err: err}
-	}
-	var dec io.ReadCloser
-	switch {
-	case bytes.HasPrefix(magic, gzipMagic):
-		if dec, err = d.gunzip.open(d.ctx, br); err != nil {
-			return out, &streamError{err: fmt.Errorf("gzip: %w", err)}
-		}
-	case bytes.HasPrefix(magic, zstdMagic):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
-		if err != nil {
-			return out, &streamError{err: fmt.Errorf("zstd: %w", err)}
-		}
-		dec = zr.IOReadCloser()
-	case bytes.HasPrefix(magic, bzip2Magic), bytes.HasPrefix(magic, xzMagic):
-		return out, fallback("layer %s is bzip2 or xz compressed", l.blob.Digest)
-	default:
-		dec = io.NopCloser(br)
+	dec, err := d.decompressor(br)
+	if err != nil {
+		return out, err
 	}
 	// tar-split reads the stream on a goroutine of its own, which may still
 	// be in a Read when the unpacking fails: the blob is closed first, so
@@ -526,26 +547,13 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 		return out, fallback("diffID algorithm %s", diffIDAlgo)
 	}
 	diffIDDigester := diffIDAlgo.Digester()
-	uids, gids := map[uint32]struct{}{}, map[uint32]struct{}{}
-	idLogger, err := tarlog.NewLogger(func(h *tar.Header) {
-		if !strings.HasPrefix(path.Base(h.Name), archive.WhiteoutPrefix) {
-			uids[uint32(h.Uid)] = struct{}{}
-			gids[uint32(h.Gid)] = struct{}{}
-		}
-	})
+	ids, err := newIDLogger()
 	if err != nil {
 		return out, err
 	}
-	idLoggerClosed := false
-	closeIDLogger := func() {
-		if !idLoggerClosed {
-			idLoggerClosed = true
-			_ = idLogger.Close()
-		}
-	}
-	defer closeIDLogger()
+	defer ids.close()
 	var size countWriter
-	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, idLogger))
+	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, ids.logger))
 	// The tar-split (the tar headers containers/storage keeps to rebuild
 	// the layer's tar, about 1 KiB a file) goes to an unlinked file beside
 	// the staged directory, not to memory: a layer of millions of files
@@ -589,39 +597,119 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 		}
 		return out, unpackErr
 	}
-	closeIDLogger()
+	ids.close()
 	if err := tarSplit.Flush(); err != nil {
 		return out, fmt.Errorf("tar-split file: %w", err)
 	}
 
-	if got := compressedDigester.Digest(); got != l.blob.Digest {
-		return out, &LayerDigestError{Layer: l.blob.Digest, What: "compressed digest", Expected: l.blob.Digest.String(), Got: got.String()}
-	}
-	if l.blob.Size >= 0 && d.read != l.blob.Size {
-		return out, &LayerDigestError{Layer: l.blob.Digest, What: "size", Expected: fmt.Sprint(l.blob.Size), Got: fmt.Sprint(d.read)}
-	}
-	if got := diffIDDigester.Digest(); got != l.diffID {
-		return out, &LayerDigestError{Layer: l.blob.Digest, What: "diffID (the config's uncompressed digest)", Expected: l.diffID.String(), Got: got.String()}
+	if err := d.verify(compressedDigester.Digest(), diffIDDigester.Digest()); err != nil {
+		return out, err
 	}
 
-	out.Size = size.n
+	// Assigned to out, which the deferred close of the tar-split file
+	// reads.
+	out, err = d.stagedOutput(dest, size.n, ids, packer.root, tarSplitFile)
+	return out, err
+}
+
+// stagedOutput is the differ's output for the layer staged at dest, of
+// size bytes uncompressed, whose tar set the root's mode where
+// rootInTar; it owns tarSplit, unless it is an error.
+func (d *streamDiffer) stagedOutput(dest string, size int64, ids *idLogger, rootInTar bool, tarSplit *os.File) (graphdriver.DriverWithDifferOutput, error) {
+	l := d.layer
+	var out graphdriver.DriverWithDifferOutput
+	out.Size = size
 	out.UncompressedDigest = l.diffID
 	out.CompressedDigest = l.blob.Digest
-	out.UIDs = sortedIDs(uids)
-	out.GIDs = sortedIDs(gids)
-	if packer.root {
+	out.UIDs = sortedIDs(ids.uids)
+	out.GIDs = sortedIDs(ids.gids)
+	if rootInTar {
 		// The tar set the layer root's mode, as an unpacking into the
 		// layer's own directory would have; without this the driver gives
 		// the staged root its parent's mode.
 		st, err := os.Lstat(dest)
 		if err != nil {
-			return out, err
+			return graphdriver.DriverWithDifferOutput{}, err
 		}
 		mode := st.Mode()
 		out.RootDirMode = &mode
 	}
-	out.TarSplit = tarSplitFile
+	out.TarSplit = tarSplit
 	return out, nil
+}
+
+// decompressor is the decompressing reader of the layer blob br reads,
+// chosen by its magic number; an uncompressed layer is read as it is.
+func (d *streamDiffer) decompressor(br *bufio.Reader) (io.ReadCloser, error) {
+	magic, err := br.Peek(len(xzMagic))
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, &streamError{err: err}
+	}
+	var dec io.ReadCloser
+	switch {
+	case bytes.HasPrefix(magic, gzipMagic):
+		if dec, err = d.gunzip.open(d.ctx, br); err != nil {
+			return nil, &streamError{err: fmt.Errorf("gzip: %w", err)}
+		}
+	case bytes.HasPrefix(magic, zstdMagic):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		if err != nil {
+			return nil, &streamError{err: fmt.Errorf("zstd: %w", err)}
+		}
+		dec = zr.IOReadCloser()
+	case bytes.HasPrefix(magic, bzip2Magic), bytes.HasPrefix(magic, xzMagic):
+		return nil, fallback("layer %s is bzip2 or xz compressed", d.layer.blob.Digest)
+	default:
+		dec = io.NopCloser(br)
+	}
+	return dec, nil
+}
+
+// idLogger records the user and group IDs of a layer's files (whiteouts
+// left out) from its tar stream.
+type idLogger struct {
+	logger     io.WriteCloser
+	uids, gids map[uint32]struct{}
+	closed     bool
+}
+
+func newIDLogger() (*idLogger, error) {
+	l := &idLogger{uids: map[uint32]struct{}{}, gids: map[uint32]struct{}{}}
+	var err error
+	l.logger, err = tarlog.NewLogger(func(h *tar.Header) {
+		if !strings.HasPrefix(path.Base(h.Name), archive.WhiteoutPrefix) {
+			l.uids[uint32(h.Uid)] = struct{}{}
+			l.gids[uint32(h.Gid)] = struct{}{}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// close ends the logging, once: the IDs are complete after it.
+func (l *idLogger) close() {
+	if !l.closed {
+		l.closed = true
+		_ = l.logger.Close()
+	}
+}
+
+// verify checks the layer read against its descriptor: the compressed
+// digest, the size and the diffID the image config names.
+func (d *streamDiffer) verify(compressed, diffID digest.Digest) error {
+	l := d.layer
+	if got := compressed; got != l.blob.Digest {
+		return &LayerDigestError{Layer: l.blob.Digest, What: "compressed digest", Expected: l.blob.Digest.String(), Got: got.String()}
+	}
+	if l.blob.Size >= 0 && d.read != l.blob.Size {
+		return &LayerDigestError{Layer: l.blob.Digest, What: "size", Expected: fmt.Sprint(l.blob.Size), Got: fmt.Sprint(d.read)}
+	}
+	if got := diffID; got != l.diffID {
+		return &LayerDigestError{Layer: l.blob.Digest, What: "diffID (the config's uncompressed digest)", Expected: l.diffID.String(), Got: got.String()}
+	}
+	return nil
 }
 
 // openUnlinkedFile opens a read-write file in dir that has no name: it is

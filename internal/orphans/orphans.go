@@ -75,37 +75,7 @@ type Host struct {
 // persisted before any of its resources is made). What cannot be released
 // is logged, and the rest goes on.
 func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error)) {
-	cached, err := h.Network.Cached()
-	if err != nil {
-		log.G(ctx).Error("list cached CNI attachments", "err", err)
-	}
-	namespaces, err := h.NetNS.List(h.NetNSDir)
-	if err != nil {
-		log.G(ctx).Error("list network namespaces", "err", err)
-	}
-	var pinDirs []string
-	if h.PinRoot != "" {
-		if pinDirs, err = subdirs(h.PinRoot); err != nil {
-			log.G(ctx).Error("list pinned pod namespaces", "err", err)
-		}
-	}
-	var shmDirs []string
-	if h.ShmRoot != "" {
-		if shmDirs, err = subdirs(h.ShmRoot); err != nil {
-			log.G(ctx).Error("list pod shm mounts", "err", err)
-		}
-	}
-	rootfses, err := h.Images.Rootfses(ctx)
-	if err != nil {
-		log.G(ctx).Error("list root filesystems", "err", err)
-	}
-	dirs, _ := os.ReadDir(filepath.Join(h.Root, "sandboxes"))
-	ctrDirs, _ := os.ReadDir(filepath.Join(h.Root, "containers"))
-	var bundleDirs []os.DirEntry
-	if h.BundleRoot != "" {
-		bundleDirs, _ = os.ReadDir(h.BundleRoot)
-	}
-	runtimeIDs := listRuntimeContainers(ctx, h)
+	l := listHeld(ctx, h)
 	ids, err := owned()
 	if err != nil {
 		log.G(ctx).Error("garbage collection skipped: read records", "err", err)
@@ -114,11 +84,63 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 	// The runtimes first: a pod whose record is gone may still have its
 	// sandbox container, whose process keeps the namespace in use, and a
 	// root filesystem must not be removed under a running container.
-	collectRuntimes(ctx, h.Runtimes, runtimeIDs, ids, namespaces, rootfses, dirNames(dirs), dirNames(ctrDirs), dirNames(bundleDirs))
+	collectRuntimes(ctx, h.Runtimes, l.runtimeIDs, ids, l.namespaces, l.rootfses, dirNames(l.dirs), dirNames(l.ctrDirs), dirNames(l.bundleDirs))
+	collectNetwork(ctx, h, l, ids)
+	collectPodParts(ctx, h, l, ids)
+	collectImageVolumes(ctx, h.Images)
+	collectDirs(ctx, h, l, ids)
+}
 
+// held is what podbay holds on the host, listed before the records are
+// read: what is made after the listing is never taken for garbage.
+type held struct {
+	cached                    []network.CachedAttachment
+	namespaces                []string
+	pinDirs, shmDirs          []string
+	rootfses                  []string
+	dirs, ctrDirs, bundleDirs []os.DirEntry
+	runtimeIDs                map[string][]runtime.State
+}
+
+// listHeld lists what podbay holds on the host; a listing that fails is
+// logged and left empty.
+func listHeld(ctx context.Context, h Host) held {
+	var l held
+	var err error
+	if l.cached, err = h.Network.Cached(); err != nil {
+		log.G(ctx).Error("list cached CNI attachments", "err", err)
+	}
+	if l.namespaces, err = h.NetNS.List(h.NetNSDir); err != nil {
+		log.G(ctx).Error("list network namespaces", "err", err)
+	}
+	if h.PinRoot != "" {
+		if l.pinDirs, err = subdirs(h.PinRoot); err != nil {
+			log.G(ctx).Error("list pinned pod namespaces", "err", err)
+		}
+	}
+	if h.ShmRoot != "" {
+		if l.shmDirs, err = subdirs(h.ShmRoot); err != nil {
+			log.G(ctx).Error("list pod shm mounts", "err", err)
+		}
+	}
+	if l.rootfses, err = h.Images.Rootfses(ctx); err != nil {
+		log.G(ctx).Error("list root filesystems", "err", err)
+	}
+	l.dirs, _ = os.ReadDir(filepath.Join(h.Root, "sandboxes"))
+	l.ctrDirs, _ = os.ReadDir(filepath.Join(h.Root, "containers"))
+	if h.BundleRoot != "" {
+		l.bundleDirs, _ = os.ReadDir(h.BundleRoot)
+	}
+	l.runtimeIDs = listRuntimeContainers(ctx, h)
+	return l
+}
+
+// collectNetwork releases the CNI attachments and network namespaces of
+// l that no record owns.
+func collectNetwork(ctx context.Context, h Host, l held, ids map[string]bool) {
 	// CNI first: the bridge plugin finds what to release (its masquerade
 	// rules) through the namespace, which must still be mounted.
-	for _, c := range cached {
+	for _, c := range l.cached {
 		if ids[c.ID] {
 			continue
 		}
@@ -128,7 +150,7 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 			log.G(ctx).Info("released orphaned CNI attachment", "pod", c.ID)
 		}
 	}
-	for _, id := range namespaces {
+	for _, id := range l.namespaces {
 		if ids[id] || !objectid.Is(id) {
 			continue
 		}
@@ -147,8 +169,13 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 			log.G(ctx).Info("removed orphaned network namespace", "pod", id)
 		}
 	}
+}
+
+// collectPodParts releases the pinned namespaces, shm mounts and root
+// filesystems of l that no record owns.
+func collectPodParts(ctx context.Context, h Host, l held, ids map[string]bool) {
 	// A pod's pinned IPC and UTS namespaces hold nothing CNI needs.
-	for _, id := range pinDirs {
+	for _, id := range l.pinDirs {
 		if ids[id] || !objectid.Is(id) {
 			continue
 		}
@@ -159,7 +186,7 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 		}
 	}
 	// After the runtimes: no container of the pod is left to use it.
-	for _, id := range shmDirs {
+	for _, id := range l.shmDirs {
 		if ids[id] || !objectid.Is(id) {
 			continue
 		}
@@ -169,7 +196,7 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 			log.G(ctx).Info("removed orphaned pod shm", "pod", id)
 		}
 	}
-	for _, id := range rootfses {
+	for _, id := range l.rootfses {
 		if ids[id] {
 			continue
 		}
@@ -179,15 +206,19 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 			log.G(ctx).Info("removed orphaned root filesystem", "pod", id)
 		}
 	}
-	collectImageVolumes(ctx, h.Images)
-	for _, d := range dirs {
+}
+
+// collectDirs removes the sandbox, container and bundle directories of l
+// that no record owns.
+func collectDirs(ctx context.Context, h Host, l held, ids map[string]bool) {
+	for _, d := range l.dirs {
 		if !ids[d.Name()] {
 			if err := os.RemoveAll(filepath.Join(h.Root, "sandboxes", d.Name())); err != nil {
 				log.G(ctx).Error("remove orphaned sandbox dir", "pod", d.Name(), "err", err)
 			}
 		}
 	}
-	for _, d := range ctrDirs {
+	for _, d := range l.ctrDirs {
 		if !ids[d.Name()] && objectid.Is(d.Name()) {
 			if err := os.RemoveAll(filepath.Join(h.Root, "containers", d.Name())); err != nil {
 				log.G(ctx).Error("remove orphaned container dir", "container", d.Name(), "err", err)
@@ -196,7 +227,7 @@ func Collect(ctx context.Context, h Host, owned func() (map[string]bool, error))
 	}
 	// After the runtimes: conmon's files are in the bundle, and runc
 	// deletes a container from its state, which names the bundle.
-	for _, d := range bundleDirs {
+	for _, d := range l.bundleDirs {
 		if !ids[d.Name()] && objectid.Is(d.Name()) {
 			if err := os.RemoveAll(filepath.Join(h.BundleRoot, d.Name())); err != nil {
 				log.G(ctx).Error("remove orphaned bundle dir", "id", d.Name(), "err", err)

@@ -2,7 +2,8 @@
 // the CRI's RunPodSandbox and CreateContainer configs turned, once, at the
 // RPC boundary, into validated plain Go values (the user namespace and its
 // ID mappings, port mappings, bandwidth, network order, sysctls,
-// resources, security). Everything below the RPC handlers reads these,
+// resources, security; a container's process, mounts, devices and stop
+// signal), each with the description specgen builds its spec from. Everything below the RPC handlers reads these,
 // and the records store them (JSON of these types) instead of the CRI's
 // protobuf.
 package podrequest

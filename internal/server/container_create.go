@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/encoding/protojson"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -15,11 +15,11 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/objectid"
 	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
-	"github.com/podbay/podbay/internal/specgen"
 	"github.com/podbay/podbay/internal/undo"
 )
 
@@ -36,7 +36,7 @@ import (
 // of a "name is reserved" error.
 func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
 	cfg := req.GetConfig()
-	if err := validateContainerConfig(cfg); err != nil {
+	if err := podrequest.CheckContainerConfig(cfg); err != nil {
 		return nil, err
 	}
 	sb, err := s.index.Get(req.GetPodSandboxId())
@@ -98,6 +98,9 @@ func (s *Server) createInPod(ctx context.Context, sb *sandbox.Sandbox, name stri
 	return s.createContainer(ctx, id, name, sbRec, pod, req.GetConfig())
 }
 
+// createContainer makes container id, named name, in the pod of sbRec
+// (whose request is pod) from cfg, which passed
+// podrequest.CheckContainerConfig.
 func (s *Server) createContainer(ctx context.Context, id, name string, sbRec sandbox.Record, pod *podrequest.Pod, cfg *runtimeapi.ContainerConfig) (_ *container.Container, retErr error) {
 	timer := s.metrics.StartContainer(ctx, "create")
 	rb := undo.Chain{Timeout: cleanupTimeout}
@@ -105,25 +108,147 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	if err != nil {
 		return nil, err
 	}
-	restore, cfg, err := s.restoreSourceOf(cfg, sbRec.RuntimeHandler)
+	restore, creq, raw, err := s.containerRequest(cfg, pod, sbRec.RuntimeHandler)
 	if err != nil {
 		return nil, err
+	}
+	rec, img, err := s.newContainerRecord(ctx, id, name, sbRec, pod, creq, raw)
+	if err != nil {
+		return nil, err
+	}
+	c := container.New(rec)
+
+	// Persisted before the host is touched; a restart undoes a creating
+	// record.
+	if err := s.saveContainer(rec); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil && rb.Failed() {
+			s.finishContainerUndo(id)
+		}
+	}()
+	defer rb.OnError(ctx, &retErr, "delete container record", func(context.Context) error {
+		return s.db.Delete(containerBucket, id)
+	})
+	if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create container dir: %w", err)
+	}
+	defer rb.OnError(ctx, &retErr, "remove container dir", func(context.Context) error {
+		return removeRecordDirs(rec.Dir, rec.BundleDir())
+	})
+	timer.Phase("prepare")
+
+	defer rb.OnError(ctx, &retErr, "remove container root filesystem", func(ctx context.Context) error {
+		return s.images.RemoveRootfs(ctx, id)
+	})
+	rootfs, restoreFrom, err := s.createContainerRootfs(ctx, rec, img, restore)
+	if err != nil {
+		return nil, err
+	}
+	timer.Phase("rootfs")
+
+	defer rb.OnError(ctx, &retErr, "release image volumes", func(ctx context.Context) error {
+		return s.releaseImageVolumes(ctx, id)
+	})
+	if err := s.mountImageVolumes(ctx, c); err != nil {
+		return nil, err
+	}
+	spec, err := s.containerSpec(ctx, c.Record(), sbRec, pod, creq, img, rootfs)
+	if err != nil {
+		return nil, err
+	}
+	if err := reachableFromUserNamespace(spec); err != nil {
+		return nil, err
+	}
+	defer rb.OnError(ctx, &retErr, "tell NRI plugins the container is gone", s.nriUndoCreate(c))
+	if err := s.nriCreateContainer(ctx, c.Record(), sbRec, spec); err != nil {
+		return nil, err
+	}
+	if err := s.checkAppArmor(ctx, spec); err != nil {
+		return nil, err
+	}
+	// Its own step, undone before the root filesystem: the bundle is on
+	// the state dir, whose space the storage's run root needs to unmount
+	// it. After the runtime's delete (registered later), which a shim
+	// needs to unmount what it mounted in the bundle.
+	defer rb.OnError(ctx, &retErr, "remove container bundle", func(context.Context) error {
+		return os.RemoveAll(rec.BundleDir())
+	})
+	if err := s.writeContainerBundle(c, spec); err != nil {
+		return nil, err
+	}
+	timer.Phase("spec")
+
+	if restore != nil {
+		return s.finishRestoreCreate(ctx, c, restoreFrom)
+	}
+	if err := s.saveContainer(c.Update(func(r *container.Record) { r.RuntimeCreated = true })); err != nil {
+		return nil, err
+	}
+	defer rb.OnError(ctx, &retErr, "delete runtime container", func(ctx context.Context) error {
+		return rt.Delete(ctx, id)
+	})
+	if err := s.createInRuntime(ctx, rt, c, spec, timer); err != nil {
+		return nil, err
+	}
+	log.G(ctx).Info("container created", "image", rec.ImageRef)
+	s.nriPostCreateContainer(ctx, c)
+	return c, nil
+}
+
+// containerRequest converts cfg in pod, and when cfg asks to restore a
+// checkpoint on handler, returns its source and the config rewritten to
+// the checkpointed process (podrequest.RestoredConfig). raw is the config
+// as protobuf JSON, which the record keeps.
+func (s *Server) containerRequest(cfg *runtimeapi.ContainerConfig, pod *podrequest.Pod, handler string) (_ *restoreSource, _ *podrequest.Container, raw []byte, _ error) {
+	restore, err := s.restoreSourceOf(cfg.GetImage().GetImage(), handler)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if restore != nil {
+		cfg = podrequest.RestoredConfig(cfg, restore.process)
 	}
 	creq, err := podrequest.FromContainerConfig(cfg, pod)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	img, err := s.images.Status(ctx, storageRef(cfg.GetImage().GetImage()))
+	if raw, err = protojson.Marshal(cfg); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode container config: %w", err)
+	}
+	return restore, creq, raw, nil
+}
+
+// createContainerRootfs creates the root filesystem of the container of
+// rec from img, mapped to its user namespace, and applies restore's
+// changes to it; restoreFrom is then the CRIU images' directory. The
+// caller has registered the root filesystem's removal.
+func (s *Server) createContainerRootfs(ctx context.Context, rec container.Record, img *image.Image, restore *restoreSource) (rootfs, restoreFrom string, _ error) {
+	ropts := image.RootfsOptions{}
+	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(rec.Request.UserNS)
+	rootfs, err := s.images.CreateRootfs(ctx, rec.ID, img.ID, ropts)
+	if err != nil {
+		return "", "", fmt.Errorf("create container root filesystem: %w", err)
+	}
+	if restore != nil {
+		if restoreFrom, err = restore.unpack(rec.Dir, rootfs); err != nil {
+			return "", "", err
+		}
+	}
+	return rootfs, restoreFrom, nil
+}
+
+// newContainerRecord is the record of a new container (state creating)
+// that creq asks for in the pod of sbRec, with its image, which must be
+// present, and the image volumes' images; raw is the request's CRI
+// config.
+func (s *Server) newContainerRecord(ctx context.Context, id, name string, sbRec sandbox.Record, pod *podrequest.Pod, creq *podrequest.Container, raw []byte) (container.Record, *image.Image, error) {
+	img, err := s.images.Status(ctx, storageRef(creq.Image))
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("image %q is not present: %w", cfg.GetImage().GetImage(), errdefs.ErrNotFound)
+			return container.Record{}, nil, fmt.Errorf("image %q is not present: %w", creq.Image, errdefs.ErrNotFound)
 		}
-		return nil, err
-	}
-
-	raw, err := protojson.Marshal(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("encode container config: %w", err)
+		return container.Record{}, nil, err
 	}
 	// The pod's parent as RunPodSandbox recorded it, which the spec uses
 	// too (the request's copy of the pod config may differ).
@@ -150,91 +275,32 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 		StopSignal:  img.Config.StopSignal,
 		Request:     creq,
 		Config:      raw,
+		// Kept with the container: its pod's record may be gone when it
+		// is removed (quarantined, or a crash between the pod's and its
+		// containers' deletion).
+		RuntimeHandler: sbRec.RuntimeHandler,
 	}
-	// Kept with the container: its pod's record may be gone when it is
-	// removed (quarantined, or a crash between the pod's and its
-	// containers' deletion).
-	rec.RuntimeHandler = sbRec.RuntimeHandler
-	if sig, _ := criStopSignal(cfg.GetStopSignal()); sig != "" { // checked in validation
-		rec.StopSignal = sig // the config's overrides the image's
+	if creq.StopSignal != "" {
+		rec.StopSignal = creq.StopSignal // the config's overrides the image's
 	}
 	if lp := creq.LogPath; lp != "" && pod.LogDirectory != "" {
 		rec.LogPath = filepath.Join(pod.LogDirectory, lp)
 	}
-	if rec.Mounts, err = s.containerMounts(ctx, cfg); err != nil {
-		return nil, err
+	if rec.Mounts, err = s.containerMounts(ctx, creq.Mounts); err != nil {
+		return container.Record{}, nil, err
 	}
-	c := container.New(rec)
+	return rec, img, nil
+}
 
-	// Persisted before the host is touched; a restart undoes a creating
-	// record.
-	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
-		return nil, fmt.Errorf("persist container %s: %w", id, err)
-	}
-	defer func() {
-		if retErr != nil && rb.Failed() {
-			s.finishContainerUndo(id)
-		}
-	}()
-	defer rb.OnError(ctx, &retErr, "delete container record", func(context.Context) error {
-		return s.db.Delete(containerBucket, id)
-	})
-	if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create container dir: %w", err)
-	}
-	defer rb.OnError(ctx, &retErr, "remove container dir", func(context.Context) error {
-		return removeRecordDirs(rec.Dir, rec.BundleDir())
-	})
-	timer.Phase("prepare")
-
-	defer rb.OnError(ctx, &retErr, "remove container root filesystem", func(ctx context.Context) error {
-		return s.images.RemoveRootfs(ctx, id)
-	})
-	ropts := image.RootfsOptions{}
-	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(creq.UserNS)
-	rootfs, err := s.images.CreateRootfs(ctx, id, img.ID, ropts)
-	if err != nil {
-		return nil, fmt.Errorf("create container root filesystem: %w", err)
-	}
-	var restoreFrom string
-	if restore != nil {
-		if restoreFrom, err = restore.unpack(rec.Dir, rootfs); err != nil {
-			return nil, err
-		}
-	}
-	timer.Phase("rootfs")
-
-	defer rb.OnError(ctx, &retErr, "release image volumes", func(ctx context.Context) error {
-		return s.releaseImageVolumes(ctx, id)
-	})
-	if err := s.mountImageVolumes(ctx, c); err != nil {
-		return nil, err
-	}
-
-	spec, err := s.containerSpec(ctx, c.Record(), sbRec, pod, creq, cfg, img, rootfs)
-	if err != nil {
-		return nil, err
-	}
-	if err := reachableFromUserNamespace(spec); err != nil {
-		return nil, err
-	}
-	defer rb.OnError(ctx, &retErr, "tell NRI plugins the container is gone", s.nriUndoCreate(c))
-	if err := s.nriCreateContainer(ctx, c.Record(), sbRec, spec); err != nil {
-		return nil, err
-	}
-	bundle := rec.BundleDir()
-	if err := s.checkAppArmor(ctx, spec); err != nil {
-		return nil, err
-	}
-	// Its own step, undone before the root filesystem: the bundle is on
-	// the state dir, whose space the storage's run root needs to unmount
-	// it. After the runtime's delete (registered later), which a shim
-	// needs to unmount what it mounted in the bundle.
-	defer rb.OnError(ctx, &retErr, "remove container bundle", func(context.Context) error {
-		return os.RemoveAll(bundle)
-	})
-	if err := writeContainerBundle(bundle, spec, s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
-		return nil, err
+// writeContainerBundle writes c's bundle with spec, records the user its
+// process runs as, and makes its log's directory.
+func (s *Server) writeContainerBundle(c *container.Container, spec *specs.Spec) error {
+	rec := c.Record()
+	if err := writeBundle(rec.BundleDir(), spec, bundleOptions{
+		SpecVersion: s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion,
+		SkipSync:    true,
+	}); err != nil {
+		return err
 	}
 	u := spec.Process.User
 	rec = c.Update(func(r *container.Record) {
@@ -242,41 +308,37 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 	})
 	if rec.LogPath != "" {
 		if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o755); err != nil {
-			return nil, fmt.Errorf("create log dir: %w", err)
+			return fmt.Errorf("create log dir: %w", err)
 		}
 	}
-	timer.Phase("spec")
+	return nil
+}
 
-	if restore != nil {
-		return s.finishRestoreCreate(ctx, c, restoreFrom)
-	}
-	rec = c.Update(func(r *container.Record) { r.RuntimeCreated = true })
-	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
-		return nil, fmt.Errorf("persist container %s: %w", id, err)
-	}
-	defer rb.OnError(ctx, &retErr, "delete runtime container", func(ctx context.Context) error {
-		return rt.Delete(ctx, id)
-	})
+// createInRuntime has c's runtime create it from its bundle and records
+// it created; the caller has persisted RuntimeCreated and registered the
+// runtime's delete.
+func (s *Server) createInRuntime(ctx context.Context, rt runtime.Runtime, c *container.Container, spec *specs.Spec, timer *metrics.Timer) error {
+	rec, req := c.Record(), c.Record().Request
 	pid, err := rt.Create(ctx, runtime.CreateOptions{
-		ID:            id,
-		BundleDir:     bundle,
+		ID:            c.ID,
+		BundleDir:     rec.BundleDir(),
 		LogPath:       rec.LogPath,
-		Terminal:      creq.Tty,
-		Stdin:         creq.Stdin,
-		StdinOnce:     creq.StdinOnce,
+		Terminal:      req.Tty,
+		Stdin:         req.Stdin,
+		StdinOnce:     req.StdinOnce,
 		MonitorCgroup: s.monitorCgroup(),
 		SpawnMonitor:  s.spawnMonitor(ctx),
 		PlaceMonitor:  s.placeMonitor(rec.RuntimeHandler, rec.ID),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create container: %w", s.runtimeFailure(err))
+		return fmt.Errorf("create container: %w", s.runtimeFailure(err))
 	}
 	timer.Phase("runtime_create")
 	if spec.Linux != nil {
-		s.keepIOWeight(ctx, id, spec.Linux.Resources)
+		s.keepIOWeight(ctx, c.ID, spec.Linux.Resources)
 	}
 	if err := s.hit(ctx, "container.create"); err != nil {
-		return nil, err
+		return err
 	}
 	leaf := s.runtimeLeafCgroup(rec.CgroupPath)
 	rec = c.Update(func(r *container.Record) {
@@ -286,81 +348,15 @@ func (s *Server) createContainer(ctx context.Context, id, name string, sbRec san
 			r.CgroupPath = leaf // stats, processes and OOM kills are read there
 		}
 	})
-	if err := s.db.Put(containerBucket, id, container.RecordVersion, rec); err != nil {
-		return nil, fmt.Errorf("persist container %s: %w", id, err)
+	if err := s.saveContainer(rec); err != nil {
+		return err
 	}
 	timer.Phase("persist")
-	log.G(ctx).Info("container created", "image", rec.ImageRef)
-	s.nriPostCreateContainer(ctx, c)
-	return c, nil
+	return nil
 }
 
 // containerName is the kubelet-compatible unique name of a container
 // attempt.
 func containerName(md *runtimeapi.ContainerMetadata, pod sandbox.Metadata) string {
 	return fmt.Sprintf("k8s_%s_%s_%s_%s_%d", md.GetName(), pod.Name, pod.Namespace, pod.UID, md.GetAttempt())
-}
-
-func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
-	if cfg == nil {
-		return errInvalid("container config is required")
-	}
-	if cfg.GetMetadata() == nil || cfg.GetMetadata().GetName() == "" {
-		return errInvalid("container metadata name is required")
-	}
-	if n := cfg.GetMetadata().GetName(); len(n) > 253 || strings.ContainsAny(n, "/\x00") {
-		return errInvalid(fmt.Sprintf("container name %q is not valid", n))
-	}
-	if cfg.GetImage().GetImage() == "" {
-		return errInvalid("container image is required")
-	}
-	if err := validateImageVolumes(cfg); err != nil {
-		return err
-	}
-	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
-		// CRI: run_as_group "should only be specified when run_as_user or
-		// run_as_username is specified; otherwise, the runtime MUST error".
-		return errInvalid("run_as_group is set without run_as_user or run_as_username")
-	}
-	// What the runtime would refuse at create, after the container's
-	// storage is made.
-	if err := specgen.CheckProcess(cfg.GetCommand(), cfg.GetArgs(), criEnv(cfg.GetEnvs()), cfg.GetWorkingDir()); err != nil {
-		return err
-	}
-	if _, err := criStopSignal(cfg.GetStopSignal()); err != nil {
-		return err
-	}
-	for _, m := range cfg.GetMounts() {
-		if err := specgen.CheckMountOptions(m.GetMountOptions()); err != nil {
-			return err
-		}
-	}
-	if _, err := requestedCDIDevices(cfg); err != nil {
-		return err
-	}
-	if r := cfg.GetLinux().GetResources(); r != nil {
-		if err := specgen.CheckResources(podrequest.Resources(r)); err != nil {
-			return err
-		}
-	}
-	if strings.ContainsRune(cfg.GetLogPath(), 0) {
-		// conmon cannot be started with it (found by TestCRIFuzz).
-		return errInvalid(fmt.Sprintf("log path %q contains a NUL byte", cfg.GetLogPath()))
-	}
-	if lp := cfg.GetLogPath(); filepath.IsAbs(lp) || strings.Contains(lp, "..") {
-		return errInvalid(fmt.Sprintf("log path %q must be relative to the pod's log directory", lp))
-	}
-	if lp := cfg.GetLogPath(); lp != "" && (filepath.Clean(lp) == "." || strings.HasSuffix(lp, "/")) {
-		// The log directory itself, or a directory in it: conmon cannot
-		// open it as a file and dies (found by TestCRIFuzz).
-		return errInvalid(fmt.Sprintf("log path %q must name a file in the pod's log directory", lp))
-	}
-	for _, name := range strings.Split(cfg.GetLogPath(), "/") {
-		// Longer than NAME_MAX, conmon fails to open the log and dies
-		// before podbay can move it to its cgroup (found by TestCRIFuzz).
-		if len(name) > 255 {
-			return errInvalid(fmt.Sprintf("log path %.64q...: a name longer than 255 bytes", cfg.GetLogPath()))
-		}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
@@ -17,13 +18,7 @@ func (s *Server) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtim
 	if len(req.GetCmd()) == 0 {
 		return nil, errInvalid("exec command is required")
 	}
-	if err := validateStreams(req.GetStdin(), req.GetStdout(), req.GetStderr(), req.GetTty()); err != nil {
-		return nil, err
-	}
-	if s.streams == nil {
-		return nil, fmt.Errorf("streaming server is not running: %w", errdefs.ErrUnavailable)
-	}
-	c, err := s.runningContainer(req.GetContainerId())
+	c, err := s.streamTarget(req)
 	if err != nil {
 		return nil, err
 	}
@@ -33,15 +28,29 @@ func (s *Server) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtim
 	return s.streams.GetExec(r)
 }
 
-// validateStreams checks the streams of an Exec or Attach request: at
-// least one is needed, and a terminal merges stderr into stdout, so tty
-// with stderr is invalid (CRI api.proto).
-func validateStreams(stdin, stdout, stderr, tty bool) error {
-	if !stdin && !stdout && !stderr {
-		return errInvalid("one of stdin, stdout and stderr must be set")
+// streamRequest is what Exec and Attach requests share.
+type streamRequest interface {
+	GetContainerId() string
+	GetStdin() bool
+	GetStdout() bool
+	GetStderr() bool
+	GetTty() bool
+}
+
+// streamTarget is the prologue of Exec and Attach: it checks req's
+// streams (at least one is needed, and a terminal merges stderr into
+// stdout, so tty with stderr is invalid: CRI api.proto), that the
+// streaming server runs, and returns the container, which must be
+// running.
+func (s *Server) streamTarget(req streamRequest) (*container.Container, error) {
+	if !req.GetStdin() && !req.GetStdout() && !req.GetStderr() {
+		return nil, errInvalid("one of stdin, stdout and stderr must be set")
 	}
-	if tty && stderr {
-		return errInvalid("tty and stderr cannot both be set")
+	if req.GetTty() && req.GetStderr() {
+		return nil, errInvalid("tty and stderr cannot both be set")
 	}
-	return nil
+	if s.streams == nil {
+		return nil, fmt.Errorf("streaming server is not running: %w", errdefs.ErrUnavailable)
+	}
+	return s.runningContainer(req.GetContainerId())
 }

@@ -73,7 +73,7 @@ func (s *Server) persistExit(ctx context.Context, c *container.Container, st run
 		}
 		r.Reason = reason
 	})
-	s.saveContainer(ctx, rec)
+	s.saveContainerOrLog(ctx, rec)
 	if changed {
 		s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	}

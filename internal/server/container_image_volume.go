@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/specgen"
 )
 
@@ -34,65 +34,23 @@ import (
 // runtime remount would otherwise drop the image mount's own.
 var imageVolumeOptions = []string{"nosuid", "nodev"}
 
-func isImageVolume(m *runtimeapi.Mount) bool { return m.GetImage().GetImage() != "" }
-
-// validateImageVolumes checks the image volumes of cfg that can be checked
-// without the host.
-func validateImageVolumes(cfg *runtimeapi.ContainerConfig) error {
-	for _, m := range cfg.GetMounts() {
-		sub := m.GetImageSubPath()
-		if !isImageVolume(m) {
-			if sub != "" {
-				return errInvalid(fmt.Sprintf("mount at %q: image_sub_path %q without an image", m.GetContainerPath(), sub))
-			}
-			continue
-		}
-		if m.GetHostPath() != "" {
-			return errInvalid(fmt.Sprintf("mount at %q: host_path and image are mutually exclusive", m.GetContainerPath()))
-		}
-		if !path.IsAbs(m.GetContainerPath()) {
-			return errInvalid(fmt.Sprintf("image volume %s: container path %q must be absolute", m.GetImage().GetImage(), m.GetContainerPath()))
-		}
-		if err := checkImageSubPath(sub); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkImageSubPath accepts what the kubelet does: a relative path with no
-// ".." in it.
-func checkImageSubPath(sub string) error {
-	switch {
-	case sub == "":
-		return nil
-	case strings.ContainsRune(sub, 0):
-		return errInvalid(fmt.Sprintf("image_sub_path %q contains a NUL byte", sub))
-	case path.IsAbs(sub):
-		return errInvalid(fmt.Sprintf("image_sub_path %q must be relative", sub))
-	case slices.Contains(strings.Split(sub, "/"), ".."):
-		return errInvalid(fmt.Sprintf("image_sub_path %q must not contain '..'", sub))
-	}
-	return nil
-}
-
-// containerMounts returns the record of cfg's mounts. An image volume's
-// image is looked up (and must be present) here, before anything is made,
-// so that its ID is in the record persisted first.
-func (s *Server) containerMounts(ctx context.Context, cfg *runtimeapi.ContainerConfig) ([]container.Mount, error) {
+// containerMounts returns the record of the request's mounts ms. An
+// image volume's image is looked up (and must be present) here, before
+// anything is made, so that its ID is in the record persisted first.
+func (s *Server) containerMounts(ctx context.Context, ms []podrequest.Mount) ([]container.Mount, error) {
 	var out []container.Mount
-	for _, m := range cfg.GetMounts() {
+	for _, m := range ms {
 		cm := container.Mount{
-			ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
-			Propagation: m.GetPropagation().String(), SelinuxRelabel: m.GetSelinuxRelabel(),
-			RecursiveReadOnly: m.GetRecursiveReadOnly(), Options: m.GetMountOptions(),
+			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.Readonly,
+			Propagation: m.Propagation, SelinuxRelabel: m.SelinuxRelabel,
+			RecursiveReadOnly: m.RecursiveReadOnly, Options: m.Options,
 		}
-		if isImageVolume(m) {
-			ref := m.GetImage().GetImage()
+		if m.IsImageVolume() {
+			ref := m.Image
 			img, err := s.images.Status(ctx, storageRef(ref))
 			if errdefs.IsNotFound(err) {
 				return nil, fmt.Errorf("%w: image %q of the volume at %s is not present: %w",
-					crierrors.ErrImageVolumeMountFailed, ref, m.GetContainerPath(), errdefs.ErrNotFound)
+					crierrors.ErrImageVolumeMountFailed, ref, m.ContainerPath, errdefs.ErrNotFound)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("image volume %s: %w", ref, err)
@@ -102,7 +60,7 @@ func (s *Server) containerMounts(ctx context.Context, cfg *runtimeapi.ContainerC
 			cm.Readonly = true
 			cm.Image = img.ID
 			cm.ImageRef = ref
-			cm.ImageSubPath = m.GetImageSubPath()
+			cm.ImageSubPath = m.ImageSubPath
 		}
 		out = append(out, cm)
 	}
@@ -171,13 +129,13 @@ func imageSubPath(root, sub string) (string, error) {
 
 // imageVolumeMount is the spec mount of image volume m, mounted by
 // mountImageVolumes.
-func imageVolumeMount(m container.Mount, p runtimeapi.MountPropagation) (specgen.Mount, error) {
+func imageVolumeMount(m container.Mount, p specgen.Propagation) (specgen.Mount, error) {
 	if m.Source == "" {
 		return specgen.Mount{}, fmt.Errorf("image volume %s at %s is not mounted: %w", m.ImageRef, m.ContainerPath, errdefs.ErrInvalidArgument)
 	}
 	return specgen.Mount{
 		ContainerPath: m.ContainerPath, HostPath: m.Source, Readonly: true,
-		Propagation: propagation(p), Options: imageVolumeOptions,
+		Propagation: p, Options: imageVolumeOptions,
 	}, nil
 }
 

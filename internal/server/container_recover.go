@@ -88,7 +88,7 @@ func (s *Server) reconcileContainer(ctx context.Context, c *container.Container)
 				r.State = container.StateRunning
 				r.StartedAt = time.Now()
 			})
-			s.saveContainer(ctx, rec)
+			s.saveContainerOrLog(ctx, rec)
 			s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 			c.EventMu.Unlock()
 			log.G(ctx).Info("container found running though its start was not recorded")

@@ -8,7 +8,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
 )
@@ -16,19 +15,10 @@ import (
 // RemoveContainer removes a container, force-stopping it if it runs.
 // Removing an unknown container succeeds (CRI spec: idempotent).
 func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+	err := withPresent(s.containers, req.GetContainerId(), lockContainerOp, func(c *container.Container) error {
+		return s.removeContainerEarly(ctx, c)
+	})
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return &runtimeapi.RemoveContainerResponse{}, nil
-		}
-		return nil, err
-	}
-	c.OpMu.Lock()
-	defer c.OpMu.Unlock()
-	if !s.containers.Has(c.ID) {
-		return &runtimeapi.RemoveContainerResponse{}, nil
-	}
-	if err := s.removeContainerEarly(ctx, c); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
@@ -38,7 +28,7 @@ func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCont
 // idempotent and Removing is persisted first, so a restart finishes it.
 func (s *Server) removeContainerLocked(ctx context.Context, c *container.Container) error {
 	rec := c.Update(func(r *container.Record) { r.Removing = true })
-	s.saveContainer(ctx, rec)
+	s.saveContainerOrLog(ctx, rec)
 	if err := s.stopContainerLocked(ctx, c, 0); err != nil {
 		return err
 	}

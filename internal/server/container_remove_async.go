@@ -108,7 +108,7 @@ func (r *containerRemovals) wait(ctx context.Context, sandboxID string) error {
 // If Removing cannot be persisted, it removes c at once instead.
 func (s *Server) removeContainerEarly(ctx context.Context, c *container.Container) error {
 	rec := c.Update(func(r *container.Record) { r.Removing = true })
-	if err := s.db.Put(containerBucket, c.ID, container.RecordVersion, rec); err != nil {
+	if err := s.saveContainer(rec); err != nil {
 		log.G(ctx).Warn("persist container removal; removing it in the foreground", "err", err)
 		return s.removeContainerLocked(ctx, c)
 	}

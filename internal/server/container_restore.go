@@ -1,21 +1,20 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/protobuf/proto"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/checkpoint"
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/runtime"
 )
 
@@ -27,58 +26,45 @@ const restoreDir = "restore"
 type restoreSource struct {
 	archive string
 	config  *checkpoint.ContainerConfig
+	// process is what the archive says of its process, which the
+	// container is created with (podrequest.RestoredConfig).
+	process podrequest.Checkpointed
 }
 
-// restoreSourceOf tells whether cfg asks to restore a checkpoint (CRI-O's
+// restoreSourceOf tells whether image asks to restore a checkpoint (CRI-O's
 // convention: the image is the absolute path of a checkpoint archive on the
-// host). If so, it returns the archive and the config the container is
-// created with: the request's, with the checkpointed container's image,
-// command, environment, working directory and terminal, since CRIU
-// restores those processes as they were. Otherwise it returns nil and cfg.
-func (s *Server) restoreSourceOf(cfg *runtimeapi.ContainerConfig, handler string) (*restoreSource, *runtimeapi.ContainerConfig, error) {
-	archive := cfg.GetImage().GetImage()
+// host). If so, it returns the archive with its image and process;
+// otherwise nil.
+func (s *Server) restoreSourceOf(image, handler string) (*restoreSource, error) {
+	archive := image
 	if !checkpoint.IsArchive(archive) {
-		return nil, cfg, nil
+		return nil, nil
 	}
 	if _, err := s.runtimeFor(handler); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if s.current().Capabilities(handler).Restorer == nil {
-		return nil, nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
+		return nil, fmt.Errorf("runtime handler %q cannot restore checkpoints (only conmon handlers, runc or crun with CRIU, can; vm handlers cannot): %w", handler, errdefs.ErrNotImplemented)
 	}
 	meta, rawSpec, err := checkpoint.ReadMeta(archive)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var spec specs.Spec
 	if err := json.Unmarshal(rawSpec, &spec); err != nil {
-		return nil, nil, fmt.Errorf("checkpoint archive %s: %s: %w: %w", archive, checkpoint.SpecDumpFile, err, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("checkpoint archive %s: %s: %w: %w", archive, checkpoint.SpecDumpFile, err, errdefs.ErrInvalidArgument)
 	}
 	if spec.Process == nil || len(spec.Process.Args) == 0 {
-		return nil, nil, fmt.Errorf("checkpoint archive %s: %s has no process: %w", archive, checkpoint.SpecDumpFile, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("checkpoint archive %s: %s has no process: %w", archive, checkpoint.SpecDumpFile, errdefs.ErrInvalidArgument)
 	}
-	img := meta.RootfsImageRef
+	img := cmp.Or(meta.RootfsImageRef, meta.RootfsImageName, meta.RootfsImage)
 	if img == "" {
-		img = meta.RootfsImageName
+		return nil, fmt.Errorf("checkpoint archive %s names no image: %w", archive, errdefs.ErrInvalidArgument)
 	}
-	if img == "" {
-		img = meta.RootfsImage
-	}
-	if img == "" {
-		return nil, nil, fmt.Errorf("checkpoint archive %s names no image: %w", archive, errdefs.ErrInvalidArgument)
-	}
-	out := proto.Clone(cfg).(*runtimeapi.ContainerConfig)
-	out.Image = &runtimeapi.ImageSpec{Image: img}
-	out.Command = spec.Process.Args
-	out.Args = nil
-	out.WorkingDir = spec.Process.Cwd
-	out.Tty = spec.Process.Terminal
-	out.Envs = nil
-	for _, kv := range spec.Process.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		out.Envs = append(out.Envs, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
-	}
-	return &restoreSource{archive: archive, config: meta}, out, nil
+	return &restoreSource{archive: archive, config: meta, process: podrequest.Checkpointed{
+		Image: img, Args: spec.Process.Args, WorkingDir: spec.Process.Cwd,
+		Terminal: spec.Process.Terminal, Env: spec.Process.Env,
+	}}, nil
 }
 
 // unpack unpacks the archive into the container's dir and applies its root
@@ -110,8 +96,8 @@ func (s *Server) finishRestoreCreate(ctx context.Context, c *container.Container
 		r.RestoreFrom = images
 		r.State = container.StateCreated
 	})
-	if err := s.db.Put(containerBucket, c.ID, container.RecordVersion, rec); err != nil {
-		return nil, fmt.Errorf("persist container %s: %w", c.ID, err)
+	if err := s.saveContainer(rec); err != nil {
+		return nil, err
 	}
 	log.G(ctx).Info("container created from a checkpoint", "image", rec.ImageRef)
 	s.nriPostCreateContainer(ctx, c)
@@ -138,8 +124,8 @@ func (s *Server) startOrRestore(ctx context.Context, rt runtime.Runtime, c *cont
 		return err
 	}
 	rec = c.Update(func(r *container.Record) { r.RuntimeCreated = true })
-	if err := s.db.Put(containerBucket, c.ID, container.RecordVersion, rec); err != nil {
-		return fmt.Errorf("persist container %s: %w", c.ID, err)
+	if err := s.saveContainer(rec); err != nil {
+		return err
 	}
 	pid, err := r.Restore(ctx, runtime.CreateOptions{
 		ID:            c.ID,

@@ -6,12 +6,11 @@ import (
 	"maps"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/cdi"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/hooks"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podrequest"
 )
 
 // CDIDevices resolves CDI devices (qualified names) into a container's
@@ -36,23 +35,20 @@ type OCIHooks interface {
 // Hooks match the container's annotations merged with its pod's (the
 // pod's win, as in CRI-O), and hasBindMounts means the client asked host
 // paths to be mounted.
-func (s *Server) injectHooksAndDevices(ctx context.Context, spec *specs.Spec, podAnnotations map[string]string, cfg *runtimeapi.ContainerConfig) error {
-	devices, err := requestedCDIDevices(cfg)
-	if err != nil {
-		return err
-	}
+func (s *Server) injectHooksAndDevices(ctx context.Context, spec *specs.Spec, podAnnotations map[string]string, creq *podrequest.Container) error {
 	if s.hooks != nil {
-		annotations := make(map[string]string, len(cfg.GetAnnotations())+len(podAnnotations))
-		maps.Copy(annotations, cfg.GetAnnotations())
+		annotations := make(map[string]string, len(creq.Annotations)+len(podAnnotations))
+		maps.Copy(annotations, creq.Annotations)
 		maps.Copy(annotations, podAnnotations)
 		applied := s.hooks.Apply(ctx, spec, hooks.Container{
 			Annotations:   annotations,
-			HasBindMounts: len(cfg.GetMounts()) > 0,
+			HasBindMounts: creq.HasBindMounts(),
 		})
 		if len(applied) > 0 {
 			log.G(ctx).Debug("OCI hooks added", "hooks", applied)
 		}
 	}
+	devices := creq.CDIDevices
 	if len(devices) == 0 {
 		return nil
 	}
@@ -60,15 +56,4 @@ func (s *Server) injectHooksAndDevices(ctx context.Context, spec *specs.Spec, po
 		return fmt.Errorf("CDI devices %q requested, but CDI is disabled (cdi_spec_dirs is empty): %w", devices, errdefs.ErrFailedPrecondition)
 	}
 	return s.cdi.Inject(ctx, spec, devices)
-}
-
-// requestedCDIDevices are the CDI devices a container asks for, by the
-// CRI field and by cdi.k8s.io/ annotations; a malformed name is an
-// InvalidArgument error.
-func requestedCDIDevices(cfg *runtimeapi.ContainerConfig) ([]string, error) {
-	var names []string
-	for _, d := range cfg.GetCDIDevices() {
-		names = append(names, d.GetName())
-	}
-	return cdi.Requested(names, cfg.GetAnnotations())
 }

@@ -55,7 +55,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 			r.Reason = container.ReasonError
 			r.Message = err.Error()
 		})
-		s.saveContainer(ctx, rec)
+		s.saveContainerOrLog(ctx, rec)
 		s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 		return nil, fmt.Errorf("start container: %w", err)
 	}
@@ -71,14 +71,14 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 			r.State = container.StateRunning
 		}
 	})
-	err = s.db.Put(containerBucket, c.ID, container.RecordVersion, rec)
+	err = s.saveContainer(rec)
 	s.publishContainerEvent(ctx, c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	c.EventMu.Unlock()
 	// Watched once persisted (the exit, persisted too, must come after),
 	// and whether or not that worked: the process runs.
 	s.watchContainerExit(c, rt)
 	if err != nil {
-		return nil, fmt.Errorf("persist container: %w", err)
+		return nil, err
 	}
 	timer.Phase("persist")
 	log.G(ctx).Info("container started")

@@ -10,7 +10,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/container"
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 )
 
@@ -18,19 +17,10 @@ import (
 // then SIGKILL after the timeout. Stopping a stopped or unknown container
 // succeeds (CRI spec: idempotent).
 func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
-	c, err := s.containers.Get(req.GetContainerId())
+	err := withPresent(s.containers, req.GetContainerId(), lockContainerOp, func(c *container.Container) error {
+		return s.stopContainerLocked(ctx, c, time.Duration(req.GetTimeout())*time.Second)
+	})
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return &runtimeapi.StopContainerResponse{}, nil
-		}
-		return nil, err
-	}
-	c.OpMu.Lock()
-	defer c.OpMu.Unlock()
-	if !s.containers.Has(c.ID) {
-		return &runtimeapi.StopContainerResponse{}, nil // removed meanwhile
-	}
-	if err := s.stopContainerLocked(ctx, c, time.Duration(req.GetTimeout())*time.Second); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StopContainerResponse{}, nil

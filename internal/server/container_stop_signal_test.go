@@ -8,6 +8,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/podbay/podbay/internal/errdefs"
+	"github.com/podbay/podbay/internal/podrequest"
 )
 
 func TestCRIStopSignal(t *testing.T) {
@@ -25,9 +26,9 @@ func TestCRIStopSignal(t *testing.T) {
 		{runtimeapi.Signal_SIGNAL_SIGRTMAXMINUS2, "SIGRTMAX-2", 62},
 		{runtimeapi.Signal_SIGNAL_SIGRTMAX, "SIGRTMAX", 64},
 	} {
-		name, err := criStopSignal(tc.in)
+		name, err := podrequest.StopSignal(tc.in)
 		if err != nil || name != tc.name {
-			t.Errorf("criStopSignal(%s) = %q, %v; want %q", tc.in, name, err, tc.name)
+			t.Errorf("podrequest.StopSignal(%s) = %q, %v; want %q", tc.in, name, err, tc.name)
 			continue
 		}
 		sig, err := stopSignalOf(name)
@@ -35,7 +36,7 @@ func TestCRIStopSignal(t *testing.T) {
 			t.Errorf("stopSignalOf(%q) = %d, %v; want %d", name, sig, err, tc.num)
 		}
 	}
-	if _, err := criStopSignal(runtimeapi.Signal(999)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := podrequest.StopSignal(runtimeapi.Signal(999)); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("unknown enum: err = %v, want InvalidArgument", err)
 	}
 }
@@ -53,9 +54,9 @@ func TestCRISignalRoundTrip(t *testing.T) {
 		if in == runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
 			continue
 		}
-		name, err := criStopSignal(in)
+		name, err := podrequest.StopSignal(in)
 		if err != nil {
-			t.Errorf("criStopSignal(%s): %v", in, err)
+			t.Errorf("podrequest.StopSignal(%s): %v", in, err)
 			continue
 		}
 		want := in

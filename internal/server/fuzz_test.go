@@ -307,7 +307,7 @@ func FuzzCreateContainer(f *testing.F) {
 			return
 		}
 		cfg := req.GetConfig()
-		if err := validateContainerConfig(cfg); err != nil {
+		if err := podrequest.CheckContainerConfig(cfg); err != nil {
 			wantCode(t, err, codes.InvalidArgument)
 			return
 		}
@@ -346,7 +346,7 @@ func FuzzCreateContainer(f *testing.F) {
 			return
 		}
 		rec := container.Record{ID: strings.Repeat("ef", 32), MetaName: cfg.GetMetadata().GetName(), ImageRef: cfg.GetImage().GetImage()}
-		spec, err := srv.containerSpec(context.Background(), rec, sbRec, pod, creq, cfg, img, rootfs)
+		spec, err := srv.containerSpec(context.Background(), rec, sbRec, pod, creq, img, rootfs)
 		if err != nil {
 			wantCode(t, err, codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound)
 			return

@@ -16,6 +16,7 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/sandbox"
 )
 
 // resumeTimeout bounds the resume of a pod checkpoint's containers; it is
@@ -31,27 +32,10 @@ const resumeTimeout = 30 * time.Second
 // list of containers) and one checkpoint archive per container,
 // <metadata name>.tar. On error nothing the call wrote is left there.
 func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPodRequest) (*runtimeapi.CheckpointPodResponse, error) {
-	if req.GetPodSandboxId() == "" {
-		return nil, errInvalid("pod_sandbox_id is required")
+	if err := checkCheckpointPodRequest(req); err != nil {
+		return nil, err
 	}
-	out := req.GetOutputPath()
-	if out == "" || !filepath.IsAbs(out) {
-		return nil, errInvalid(fmt.Sprintf("output_path %q is not an absolute path", out))
-	}
-	if len(req.GetOptions()) > 0 {
-		return nil, errInvalid(fmt.Sprintf("checkpoint options are not supported (got %d)", len(req.GetOptions())))
-	}
-	ids := req.GetContainerIds()
-	if len(ids) == 0 {
-		return nil, errInvalid("container_ids must name at least one container")
-	}
-	seen := map[string]bool{}
-	for _, id := range ids {
-		if id == "" || seen[id] {
-			return nil, errInvalid(fmt.Sprintf("container_ids: %q is empty or repeated", id))
-		}
-		seen[id] = true
-	}
+	out, ids := req.GetOutputPath(), req.GetContainerIds()
 	sb, err := s.readySandbox(req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
@@ -92,17 +76,9 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 		c.OpMu.Lock()
 		defer c.OpMu.Unlock()
 	}
-	recs := make([]container.Record, len(ctrs))
-	names := map[string]bool{}
-	for i, c := range ctrs {
-		recs[i] = c.Record()
-		if recs[i].State != container.StateRunning {
-			return nil, fmt.Errorf("container %s is %s, not running: only running containers can be checkpointed: %w", c.ID, recs[i].State, errdefs.ErrFailedPrecondition)
-		}
-		if names[recs[i].MetaName] {
-			return nil, fmt.Errorf("two selected containers are named %q: %w", recs[i].MetaName, errdefs.ErrFailedPrecondition)
-		}
-		names[recs[i].MetaName] = true
+	recs, err := checkpointedRecords(ctrs)
+	if err != nil {
+		return nil, err
 	}
 
 	if err := checkOutputDir(out); err != nil {
@@ -148,13 +124,68 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 		return nil, err
 	}
 
-	// Write the archives and the index; on error remove what was written.
+	if err := writePodCheckpoint(ctx, out, sbRec, recs, stages); err != nil {
+		return nil, err
+	}
+	log.G(ctx).Info("pod checkpointed", "pod", sb.ID, "containers", len(recs), "output", out)
+	return &runtimeapi.CheckpointPodResponse{}, nil
+}
+
+// checkCheckpointPodRequest checks what of req needs neither the pod nor
+// the host.
+func checkCheckpointPodRequest(req *runtimeapi.CheckpointPodRequest) error {
+	if req.GetPodSandboxId() == "" {
+		return errInvalid("pod_sandbox_id is required")
+	}
+	out := req.GetOutputPath()
+	if out == "" || !filepath.IsAbs(out) {
+		return errInvalid(fmt.Sprintf("output_path %q is not an absolute path", out))
+	}
+	if len(req.GetOptions()) > 0 {
+		return errInvalid(fmt.Sprintf("checkpoint options are not supported (got %d)", len(req.GetOptions())))
+	}
+	ids := req.GetContainerIds()
+	if len(ids) == 0 {
+		return errInvalid("container_ids must name at least one container")
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if id == "" || seen[id] {
+			return errInvalid(fmt.Sprintf("container_ids: %q is empty or repeated", id))
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// checkpointedRecords are the records of ctrs, whose OpMu the caller
+// holds: each must be running, and their names distinct.
+func checkpointedRecords(ctrs []*container.Container) ([]container.Record, error) {
+	recs := make([]container.Record, len(ctrs))
+	names := map[string]bool{}
+	for i, c := range ctrs {
+		recs[i] = c.Record()
+		if recs[i].State != container.StateRunning {
+			return nil, fmt.Errorf("container %s is %s, not running: only running containers can be checkpointed: %w", c.ID, recs[i].State, errdefs.ErrFailedPrecondition)
+		}
+		if names[recs[i].MetaName] {
+			return nil, fmt.Errorf("two selected containers are named %q: %w", recs[i].MetaName, errdefs.ErrFailedPrecondition)
+		}
+		names[recs[i].MetaName] = true
+	}
+	return recs, nil
+}
+
+// writePodCheckpoint writes into out an archive of each container of
+// recs from its stage, then the pod's index; on error it removes what
+// it wrote.
+func writePodCheckpoint(ctx context.Context, out string, sbRec sandbox.Record, recs []container.Record, stages []string) error {
 	written := []string{}
 	pod := checkpoint.Pod{
-		Version: checkpoint.PodVersion, ID: sb.ID, RuntimeHandler: sbRec.RuntimeHandler,
+		Version: checkpoint.PodVersion, ID: sbRec.ID, RuntimeHandler: sbRec.RuntimeHandler,
 		CheckpointedAt: time.Now(), Config: sbRec.Config,
 	}
-	err = func() error {
+	err := func() error {
 		for i, rec := range recs {
 			name := rec.MetaName + ".tar"
 			written = append(written, filepath.Join(out, name))
@@ -172,10 +203,9 @@ func (s *Server) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 				log.G(ctx).Warn("remove partial pod checkpoint", "path", p, "err", rerr)
 			}
 		}
-		return nil, err
+		return err
 	}
-	log.G(ctx).Info("pod checkpointed", "pod", sb.ID, "containers", len(recs), "output", out)
-	return &runtimeapi.CheckpointPodResponse{}, nil
+	return nil
 }
 
 // capturePod pauses every container of recs, then captures each into its

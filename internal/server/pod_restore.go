@@ -17,6 +17,7 @@ import (
 	"github.com/podbay/podbay/internal/checkpoint"
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/podrequest"
 )
 
 // RestorePod makes a pod sandbox and its containers from a CheckpointPod
@@ -80,7 +81,7 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 		return nil, err
 	}
 	for _, c := range cfgs {
-		if err := s.checkRestoreMatches(ctx, c, archives[c.GetMetadata().GetName()]); err != nil {
+		if err := s.checkRestoreMatches(ctx, podrequest.ContainerOf(c), archives[c.GetMetadata().GetName()]); err != nil {
 			return nil, err
 		}
 	}
@@ -105,7 +106,7 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 	}()
 	resp := &runtimeapi.RestorePodResponse{PodSandboxId: podID}
 	for _, c := range cfgs {
-		cfg := proto.Clone(c).(*runtimeapi.ContainerConfig)
+		cfg := proto.CloneOf(c)
 		cfg.Image = &runtimeapi.ImageSpec{Image: archives[cfg.GetMetadata().GetName()]}
 		cr, err := s.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 			PodSandboxId: podID, Config: cfg, SandboxConfig: req.GetConfig(),
@@ -128,8 +129,8 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 // directory, every environment variable, and the user and group IDs — each
 // only where the config sets it (the kubelet leaves the image's defaults
 // unset).
-func (s *Server) checkRestoreMatches(ctx context.Context, cfg *runtimeapi.ContainerConfig, archive string) error {
-	name := cfg.GetMetadata().GetName()
+func (s *Server) checkRestoreMatches(ctx context.Context, creq *podrequest.Container, archive string) error {
+	name := creq.Name
 	mismatch := func(what string, want, got any) error {
 		return fmt.Errorf("restore container %q: %s %v does not match the checkpoint's %v: %w", name, what, want, got, errdefs.ErrInvalidArgument)
 	}
@@ -141,7 +142,7 @@ func (s *Server) checkRestoreMatches(ctx context.Context, cfg *runtimeapi.Contai
 	if err := json.Unmarshal(rawSpec, &spec); err != nil || spec.Process == nil {
 		return fmt.Errorf("checkpoint archive %s: %s has no process: %w", archive, checkpoint.SpecDumpFile, errdefs.ErrInvalidArgument)
 	}
-	if img := cfg.GetImage().GetImage(); img != "" {
+	if img := creq.Image; img != "" {
 		names := []string{meta.RootfsImageRef, meta.RootfsImageName, meta.RootfsImage}
 		if !slices.Contains(names, img) && !slices.Contains(names, strings.TrimPrefix(img, "sha256:")) {
 			want, werr := s.images.Status(ctx, storageRef(img))
@@ -153,30 +154,30 @@ func (s *Server) checkRestoreMatches(ctx context.Context, cfg *runtimeapi.Contai
 	}
 	args := spec.Process.Args
 	switch {
-	case len(cfg.GetCommand()) > 0:
-		if want := append(slices.Clone(cfg.GetCommand()), cfg.GetArgs()...); !slices.Equal(want, args) {
+	case len(creq.Command) > 0:
+		if want := append(slices.Clone(creq.Command), creq.Args...); !slices.Equal(want, args) {
 			return mismatch("command", want, args)
 		}
-	case len(cfg.GetArgs()) > 0:
+	case len(creq.Args) > 0:
 		// The image's entrypoint, then these.
-		if want := cfg.GetArgs(); len(args) < len(want) || !slices.Equal(want, args[len(args)-len(want):]) {
+		if want := creq.Args; len(args) < len(want) || !slices.Equal(want, args[len(args)-len(want):]) {
 			return mismatch("args", want, args)
 		}
 	}
-	if wd := cfg.GetWorkingDir(); wd != "" && wd != spec.Process.Cwd {
+	if wd := creq.WorkingDir; wd != "" && wd != spec.Process.Cwd {
 		return mismatch("working directory", wd, spec.Process.Cwd)
 	}
-	for _, kv := range cfg.GetEnvs() {
-		if v := kv.GetKey() + "=" + string(kv.GetValue()); !slices.Contains(spec.Process.Env, v) {
-			return mismatch("environment variable", kv.GetKey(), "environment")
+	for _, kv := range creq.Env {
+		if v := kv.Key + "=" + kv.Value; !slices.Contains(spec.Process.Env, v) {
+			return mismatch("environment variable", kv.Key, "environment")
 		}
 	}
-	sc := cfg.GetLinux().GetSecurityContext()
-	if u := sc.GetRunAsUser(); u != nil && uint32(u.GetValue()) != spec.Process.User.UID {
-		return mismatch("run_as_user", u.GetValue(), spec.Process.User.UID)
+	sc := creq.Security
+	if u := sc.RunAsUser; u != nil && uint32(*u) != spec.Process.User.UID {
+		return mismatch("run_as_user", *u, spec.Process.User.UID)
 	}
-	if g := sc.GetRunAsGroup(); g != nil && uint32(g.GetValue()) != spec.Process.User.GID {
-		return mismatch("run_as_group", g.GetValue(), spec.Process.User.GID)
+	if g := sc.RunAsGroup; g != nil && uint32(*g) != spec.Process.User.GID {
+		return mismatch("run_as_group", *g, spec.Process.User.GID)
 	}
 	return nil
 }

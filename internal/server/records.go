@@ -51,9 +51,18 @@ func loadRecords[R any](ctx context.Context, db *store.DB, bucket string, versio
 	return recs, err
 }
 
-// saveContainer persists a record where the caller cannot return the error.
-func (s *Server) saveContainer(ctx context.Context, rec container.Record) {
+// saveContainer persists a container record.
+func (s *Server) saveContainer(rec container.Record) error {
 	if err := s.db.Put(containerBucket, rec.ID, container.RecordVersion, rec); err != nil {
+		return fmt.Errorf("persist container %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// saveContainerOrLog is saveContainer where the caller cannot return the
+// error.
+func (s *Server) saveContainerOrLog(ctx context.Context, rec container.Record) {
+	if err := s.saveContainer(rec); err != nil {
 		log.G(ctx).Error("persist container", "container", rec.ID, "err", err)
 	}
 }
@@ -86,6 +95,6 @@ func withContainerRequest(ctx context.Context, rec container.Record) container.R
 		log.G(ctx).Error("container record: decode its config", "container", rec.ID, "err", err)
 		return rec
 	}
-	rec.Request = podrequest.FromStoredContainerConfig(cfg)
+	rec.Request = podrequest.ContainerOf(cfg)
 	return rec
 }

@@ -6,7 +6,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -16,21 +15,10 @@ import (
 // the sandbox container, the network namespace file, its directory and its
 // record. Removing a sandbox that does not exist succeeds (CRI spec).
 func (s *Server) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
-	sb, err := s.index.Get(req.GetPodSandboxId())
+	err := withPresent(s.index, req.GetPodSandboxId(), lockSandboxStop, func(sb *sandbox.Sandbox) error {
+		return s.removePodSandboxLocked(ctx, sb)
+	})
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return &runtimeapi.RemovePodSandboxResponse{}, nil
-		}
-		return nil, err
-	}
-	sb.StopMu.Lock()
-	defer sb.StopMu.Unlock()
-	sb.OpMu.Lock()
-	defer sb.OpMu.Unlock()
-	if !s.index.Has(sb.ID) {
-		return &runtimeapi.RemovePodSandboxResponse{}, nil
-	}
-	if err := s.removePodSandboxLocked(ctx, sb); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.RemovePodSandboxResponse{}, nil

@@ -105,46 +105,23 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // half-succeed); a failure undoes exactly the steps done, in reverse.
 // cfg is the request's config as the kubelet sent it, kept in the record
 // for what shows it; pod is what podbay acts on.
+//
+// The work is three functions, each ending in the next: a step's undo is
+// deferred in the function that made it, so a failure in a later one
+// unwinds that one's steps first, then the earlier ones', all on one
+// undo.Chain.
 func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runtime, kind podsandbox.Kind, ctl podsandbox.Controller, pod *podrequest.Pod, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
-	timer := s.metrics.Start(ctx, "run")
-	rb := undo.Chain{Timeout: cleanupTimeout}
+	r := &sandboxRun{rt: rt, ctl: ctl, pod: pod, timer: s.metrics.Start(ctx, "run"), rb: &undo.Chain{Timeout: cleanupTimeout}}
+	rb := r.rb
 	id, err := objectid.New()
 	if err != nil {
 		return nil, err
 	}
 	ctx = log.With(ctx, "pod", id)
-
-	// A sandbox without a process runs no image: it has no root
-	// filesystem, no monitor and no runtime state, only its pins.
-	noProcess := ctl.Traits().NoProcess
-	var pause *image.Image
-	if !noProcess {
-		if pause, err = s.pauseImage(ctx); err != nil {
-			return nil, err
-		}
-		timer.Phase("pause_image")
-	}
-
-	rec, err := s.newRecord(id, name, pod, cfg)
-	if err != nil {
+	if r.sb, r.pause, err = s.newSandbox(ctx, id, name, kind, r, cfg); err != nil {
 		return nil, err
 	}
-	rec.Kind = string(kind)
-	if noProcess {
-		// Known before the pins are made, and persisted with the record,
-		// so that recovery, GC and doctor find them after any crash.
-		rec.Pins.IPC, rec.Pins.UTS = podsandbox.PinnedNamespaces(s.pinRoot(), id,
-			pod.Namespaces.IPC != podrequest.NamespaceNode, rec.NetworkMode != sandbox.ModeHost)
-	} else {
-		rec.Image = pause.ID
-	}
-	// A pod with its own IPC namespace on the node's kernel gets one
-	// /dev/shm for all its containers (package podshm). Named before it
-	// is mounted, like the pins.
-	if pod.Namespaces.IPC != podrequest.NamespaceNode && ctl.Traits().PodShm {
-		rec.ShmPath = podshm.Dir(s.shmRoot(), id)
-	}
-	sb := sandbox.New(rec)
+	rec := r.sb.Record()
 
 	// Persisted before the host is touched, so a crash at any later step
 	// leaves a record that a restart undoes.
@@ -171,8 +148,7 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	defer rb.OnError(ctx, &retErr, "remove sandbox dir", func(context.Context) error {
 		return removeRecordDirs(rec.Dir, rec.BundleDir())
 	})
-	files, err := writeSandboxFiles(rec.Dir, pod, rec.NetworkMode == sandbox.ModeHost)
-	if err != nil {
+	if r.files, err = writeSandboxFiles(rec.Dir, pod, rec.NetworkMode == sandbox.ModeHost); err != nil {
 		return nil, err
 	}
 	if rec.ShmPath != "" {
@@ -186,36 +162,99 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 			return nil, err
 		}
 	}
-	timer.Phase("prepare")
+	r.timer.Phase("prepare")
 
 	// Registered before the create, which may fail after making storage.
 	defer rb.OnError(ctx, &retErr, "remove sandbox root filesystem", func(ctx context.Context) error {
 		return s.images.RemoveRootfs(ctx, id)
 	})
-	ropts := image.RootfsOptions{}
-	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(pod.UserNS)
-	makeRootfs := func(ctx context.Context) (string, error) {
-		if noProcess {
-			return "", nil
-		}
-		rootfs, err := s.images.CreateRootfs(ctx, id, pause.ID, ropts)
-		if err != nil {
-			return "", fmt.Errorf("create sandbox root filesystem: %w", err)
-		}
-		return rootfs, nil
-	}
 	// Where CNI ADD and the runtime's create overlap, the root filesystem
 	// is made beside ADD too, on the create's side.
 	// Pinning takes a millisecond or two: nothing to overlap with ADD.
-	overlap := !noProcess && overlapNetworkAndCreate(rec, ctl.Traits(), pod)
-	var rootfs string
-	if !overlap && !noProcess {
-		if rootfs, err = makeRootfs(ctx); err != nil {
+	r.overlap = r.pause != nil && overlapNetworkAndCreate(rec, ctl.Traits(), pod)
+	if !r.overlap && r.pause != nil {
+		if r.rootfs, err = s.makeSandboxRootfs(ctx, r, id); err != nil {
 			return nil, err
 		}
-		timer.Phase("rootfs")
+		r.timer.Phase("rootfs")
 	}
+	if err := s.createPodSandbox(ctx, r); err != nil {
+		return nil, err
+	}
+	return r.sb, nil
+}
 
+// sandboxRun is a RunPodSandbox at work: what its first steps made, which
+// the later ones use.
+type sandboxRun struct {
+	sb  *sandbox.Sandbox
+	rt  runtime.Runtime
+	ctl podsandbox.Controller
+	pod *podrequest.Pod
+	// pause is the pause image; nil for a sandbox without a process, which
+	// runs no image: it has no root filesystem, no monitor and no runtime
+	// state, only its pins.
+	pause *image.Image
+	files sandboxFiles
+	// rootfs is the root filesystem, made before the network unless
+	// overlap: then it is made beside CNI ADD, on the create's side.
+	rootfs  string
+	overlap bool
+	timer   *metrics.Timer
+	rb      *undo.Chain
+}
+
+// newSandbox is the sandbox, state creating, that r.pod asks for, with
+// the pause image for a sandbox with a process.
+func (s *Server) newSandbox(ctx context.Context, id, name string, kind podsandbox.Kind, r *sandboxRun, cfg *runtimeapi.PodSandboxConfig) (*sandbox.Sandbox, *image.Image, error) {
+	noProcess := r.ctl.Traits().NoProcess
+	var pause *image.Image
+	if !noProcess {
+		var err error
+		if pause, err = s.pauseImage(ctx); err != nil {
+			return nil, nil, err
+		}
+		r.timer.Phase("pause_image")
+	}
+	rec, err := s.newRecord(id, name, r.pod, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec.Kind = string(kind)
+	if noProcess {
+		// Known before the pins are made, and persisted with the record,
+		// so that recovery, GC and doctor find them after any crash.
+		rec.Pins.IPC, rec.Pins.UTS = podsandbox.PinnedNamespaces(s.pinRoot(), id,
+			r.pod.Namespaces.IPC != podrequest.NamespaceNode, rec.NetworkMode != sandbox.ModeHost)
+	} else {
+		rec.Image = pause.ID
+	}
+	// A pod with its own IPC namespace on the node's kernel gets one
+	// /dev/shm for all its containers (package podshm). Named before it
+	// is mounted, like the pins.
+	if r.pod.Namespaces.IPC != podrequest.NamespaceNode && r.ctl.Traits().PodShm {
+		rec.ShmPath = podshm.Dir(s.shmRoot(), id)
+	}
+	return sandbox.New(rec), pause, nil
+}
+
+// makeSandboxRootfs creates sandbox id's root filesystem from the pause
+// image, mapped to the pod's user namespace.
+func (s *Server) makeSandboxRootfs(ctx context.Context, r *sandboxRun, id string) (string, error) {
+	ropts := image.RootfsOptions{}
+	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(r.pod.UserNS)
+	rootfs, err := s.images.CreateRootfs(ctx, id, r.pause.ID, ropts)
+	if err != nil {
+		return "", fmt.Errorf("create sandbox root filesystem: %w", err)
+	}
+	return rootfs, nil
+}
+
+// createPodSandbox pins the pod's network namespace, sets up its network
+// when it comes before the sandbox's start, and creates the sandbox;
+// then startPodSandbox.
+func (s *Server) createPodSandbox(ctx context.Context, r *sandboxRun) (retErr error) {
+	rb, rec, id := r.rb, r.sb.Record(), r.sb.ID
 	key := rec.NetworkSettings.SandboxKey
 	if rec.NetworkMode == sandbox.ModeCNI {
 		// Registered before Pin: a Pin that failed after creating the file
@@ -224,23 +263,23 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 			return s.netns.Remove(key)
 		})
 		if err := s.netns.Pin(key); err != nil {
-			return nil, fmt.Errorf("pin network namespace: %w", err)
+			return fmt.Errorf("pin network namespace: %w", err)
 		}
 		if err := s.hit(ctx, "run.netns"); err != nil {
-			return nil, err
+			return err
 		}
-		timer.Phase("netns")
+		r.timer.Phase("netns")
 	}
 
-	att := attachment(rec, pod, key)
+	att := attachment(rec, r.pod, key)
 	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderBefore {
 		// Registered before ADD: an ADD that failed half way still needs DEL.
 		defer rb.OnError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
 			return s.network.Teardown(ctx, att)
 		})
-		if !overlap {
-			if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
-				return nil, err
+		if !r.overlap {
+			if err := s.setupNetwork(ctx, r.sb, att, r.timer); err != nil {
+				return err
 			}
 		}
 	}
@@ -252,64 +291,71 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 	})
 	// Registered before Create, which can fail after the runtime made state.
 	defer rb.OnError(ctx, &retErr, "delete sandbox container", func(ctx context.Context) error {
-		return ctl.Delete(ctx, id)
+		return r.ctl.Delete(ctx, id)
 	})
-	if overlap {
-		if err := s.setupNetworkWhileCreating(ctx, sb, rt, ctl, att, pod, files, makeRootfs, pauseArgs(pause), timer); err != nil {
-			return nil, err
+	if r.overlap {
+		makeRootfs := func(ctx context.Context) (string, error) { return s.makeSandboxRootfs(ctx, r, id) }
+		if err := s.setupNetworkWhileCreating(ctx, r.sb, r.rt, r.ctl, att, r.pod, r.files, makeRootfs, pauseArgs(r.pause), r.timer); err != nil {
+			return err
 		}
 	} else {
 		var args []string
-		if pause != nil {
-			args = pauseArgs(pause)
+		if r.pause != nil {
+			args = pauseArgs(r.pause)
 		}
-		if err := s.createSandboxContainer(ctx, sb, rt, ctl, pod, files, rootfs, args); err != nil {
-			return nil, err
+		if err := s.createSandboxContainer(ctx, r.sb, r.rt, r.ctl, r.pod, r.files, r.rootfs, args); err != nil {
+			return err
 		}
-		if noProcess {
-			timer.Phase("pins") // the spec written, the namespaces pinned
+		if r.pause == nil {
+			r.timer.Phase("pins") // the spec written, the namespaces pinned
 		} else {
-			timer.Phase("runtime_create")
+			r.timer.Phase("runtime_create")
 		}
 		if err := s.hit(ctx, "run.create"); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return s.startPodSandbox(ctx, r, att)
+}
 
-	if err := ctl.Start(ctx, id); err != nil {
-		return nil, fmt.Errorf("start sandbox container: %w", err)
+// startPodSandbox starts the sandbox, sets up the pod's network when it
+// comes after the start, tells NRI plugins, and marks the pod ready.
+func (s *Server) startPodSandbox(ctx context.Context, r *sandboxRun, att network.Attachment) (retErr error) {
+	rb, sb := r.rb, r.sb
+	if err := r.ctl.Start(ctx, sb.ID); err != nil {
+		return fmt.Errorf("start sandbox container: %w", err)
 	}
-	if !noProcess {
-		timer.Phase("runtime_start")
+	if r.pause != nil {
+		r.timer.Phase("runtime_start")
 	}
 	if err := s.hit(ctx, "run.start"); err != nil {
-		return nil, err
+		return err
 	}
 
-	if rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderAfter {
+	if rec := sb.Record(); rec.NetworkMode == sandbox.ModeCNI && rec.NetworkOrder == config.OrderAfter {
 		defer rb.OnError(ctx, &retErr, "tear down pod network", func(ctx context.Context) error {
 			return s.network.Teardown(ctx, att)
 		})
-		if err := s.setupNetwork(ctx, sb, att, timer); err != nil {
-			return nil, err
+		if err := s.setupNetwork(ctx, sb, att, r.timer); err != nil {
+			return err
 		}
 	}
 
 	defer rb.OnError(ctx, &retErr, "tell NRI plugins the pod is gone", s.nriUndoPod(sb))
 	if err := s.nriRunPodSandbox(ctx, sb); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.hit(ctx, "run.ready"); err != nil {
-		return nil, err
+		return err
 	}
-	rec, err = s.advance(sb, (*sandbox.Record).MarkReady)
+	rec, err := s.advance(sb, (*sandbox.Record).MarkReady)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	timer.Phase("persist")
-	s.watchExit(sb, ctl)
+	r.timer.Phase("persist")
+	s.watchExit(sb, r.ctl)
 	log.G(ctx).Info("pod sandbox ready", "ip", rec.NetworkSettings.IPAddress, "order", rec.NetworkOrder, "mode", rec.NetworkMode)
-	return sb, nil
+	return nil
 }
 
 // setupNetwork runs CNI ADD into the sandbox key and persists the network
@@ -368,7 +414,7 @@ func (s *Server) writeSandboxBundle(rec sandbox.Record, pod *podrequest.Pod, fil
 		return "", err
 	}
 	bundle := rec.BundleDir()
-	if err := writeBundle(bundle, spec, s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion); err != nil {
+	if err := writeBundle(bundle, spec, bundleOptions{SpecVersion: s.current().Capabilities(rec.RuntimeHandler).HandlerFeatures().SpecVersion}); err != nil {
 		return "", err
 	}
 	return bundle, nil

@@ -9,7 +9,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/metrics"
 	"github.com/podbay/podbay/internal/network"
@@ -23,21 +22,10 @@ import (
 // docs/design.md ("StopPodSandbox") describes. The CRI spec requires it to
 // be idempotent, and a sandbox that is already gone is not an error.
 func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
-	sb, err := s.index.Get(req.GetPodSandboxId())
+	err := withPresent(s.index, req.GetPodSandboxId(), lockSandboxStop, func(sb *sandbox.Sandbox) error {
+		return s.stopPodSandboxLocked(ctx, sb)
+	})
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return &runtimeapi.StopPodSandboxResponse{}, nil
-		}
-		return nil, err
-	}
-	sb.StopMu.Lock()
-	defer sb.StopMu.Unlock()
-	sb.OpMu.Lock()
-	defer sb.OpMu.Unlock()
-	if !s.index.Has(sb.ID) {
-		return &runtimeapi.StopPodSandboxResponse{}, nil // removed while we waited
-	}
-	if err := s.stopPodSandboxLocked(ctx, sb); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil

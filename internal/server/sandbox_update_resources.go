@@ -63,35 +63,11 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		return nil, fmt.Errorf("sandbox %s: %w", sb.ID, errdefs.ErrNotFound)
 	}
 	rec := sb.Record()
-	if rec.Phase != sandbox.PhaseReady {
-		return nil, fmt.Errorf("pod %s is %s, not ready: %w", sb.ID, rec.Phase, errdefs.ErrFailedPrecondition)
-	}
-	ctl, err := s.sandboxController(rec)
+	ctl, podCgroup, err := s.resizable(rec)
 	if err != nil {
 		return nil, err
 	}
-	podCgroup := s.podCgroup(rec)
-	switch {
-	case podCgroup == "" && !ctl.Traits().SizedByUpdate:
-		return nil, fmt.Errorf("pod %s has no cgroup of its own (it was run without linux.cgroup_parent, so its containers share %s with other pods): %w",
-			sb.ID, rec.CgroupParent, errdefs.ErrFailedPrecondition)
-	case podCgroup != "" && s.cgroups == nil:
-		return nil, fmt.Errorf("pod %s: cgroups are not available to this daemon: %w", sb.ID, errdefs.ErrFailedPrecondition)
-	}
-
-	// The pod's request is shared with copies of the record: the resized
-	// pod is a new one.
-	oldPod := rec.Request
-	if oldPod == nil {
-		oldPod = &podrequest.Pod{Version: podrequest.Version}
-	}
-	newPod := *oldPod
-	if res != nil {
-		newPod.Resources = podrequest.ResourcesOf(res)
-	}
-	if over != nil {
-		newPod.Overhead = podrequest.ResourcesOf(over)
-	}
+	oldPod, newPod := resizedPod(rec.Request, res, over)
 
 	if err := s.nri.UpdatePodSandbox(ctx, s.nriPod(rec), s.ociResources(podrequest.ResourcesOf(over)), s.ociResources(podrequest.ResourcesOf(res))); err != nil {
 		return nil, err
@@ -147,6 +123,46 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 	}
 	log.G(ctx).Info("pod resources updated", "cgroup", podCgroup)
 	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
+}
+
+// resizable returns the controller and the cgroup of rec's pod (""
+// for none of its own), which must be ready and resizable: it has a
+// cgroup of its own, or its sandbox is sized by its update (a VM).
+func (s *Server) resizable(rec sandbox.Record) (podsandbox.Controller, string, error) {
+	if rec.Phase != sandbox.PhaseReady {
+		return nil, "", fmt.Errorf("pod %s is %s, not ready: %w", rec.ID, rec.Phase, errdefs.ErrFailedPrecondition)
+	}
+	ctl, err := s.sandboxController(rec)
+	if err != nil {
+		return nil, "", err
+	}
+	podCgroup := s.podCgroup(rec)
+	switch {
+	case podCgroup == "" && !ctl.Traits().SizedByUpdate:
+		return nil, "", fmt.Errorf("pod %s has no cgroup of its own (it was run without linux.cgroup_parent, so its containers share %s with other pods): %w",
+			rec.ID, rec.CgroupParent, errdefs.ErrFailedPrecondition)
+	case podCgroup != "" && s.cgroups == nil:
+		return nil, "", fmt.Errorf("pod %s: cgroups are not available to this daemon: %w", rec.ID, errdefs.ErrFailedPrecondition)
+	}
+	return ctl, podCgroup, nil
+}
+
+// resizedPod is old (nil for a record without a request) with the new
+// resources and overhead where the request sends them. The pod's request
+// is shared with copies of the record: the resized pod is a new one.
+func resizedPod(old *podrequest.Pod, res, over *runtimeapi.LinuxContainerResources) (oldPod *podrequest.Pod, newPod podrequest.Pod) {
+	oldPod = old
+	if oldPod == nil {
+		oldPod = &podrequest.Pod{Version: podrequest.Version}
+	}
+	newPod = *oldPod
+	if res != nil {
+		newPod.Resources = podrequest.ResourcesOf(res)
+	}
+	if over != nil {
+		newPod.Overhead = podrequest.ResourcesOf(over)
+	}
+	return oldPod, newPod
 }
 
 // podCgroup is the cgroup of rec's pod alone: its cgroup parent when the

@@ -68,28 +68,9 @@ func (r *Runtime) create(ctx context.Context, opts runtime.CreateOptions) (pid i
 		return 0, fmt.Errorf("create container %s: %w", opts.ID, err)
 	}
 	id := opts.ID
-	spec, err := runtime.ReadSpec(opts.BundleDir)
+	podID, p, err := r.createIn(ctx, opts)
 	if err != nil {
-		return 0, fmt.Errorf("create container %s: %w", id, err)
-	}
-	podID := podOf(id, spec.Annotations)
-
-	r.mu.Lock()
-	_, exists := r.containers[id]
-	p := r.pods[podID]
-	r.mu.Unlock()
-	if p != nil {
-		if err := r.awaitRestore(ctx, p); err != nil {
-			return 0, fmt.Errorf("create container %s: %w", id, err)
-		}
-	}
-	switch {
-	case exists:
-		return 0, fmt.Errorf("create container %s: %w", id, errdefs.ErrAlreadyExists)
-	case podID == id && p != nil:
-		return 0, fmt.Errorf("create container %s: pod %s has a shim: %w", id, podID, errdefs.ErrAlreadyExists)
-	case podID != id && (p == nil || p.isDead()):
-		return 0, fmt.Errorf("create container %s: pod %s has no running shim: %w", id, podID, errdefs.ErrFailedPrecondition)
+		return 0, err
 	}
 
 	parent := ctx
@@ -110,31 +91,15 @@ func (r *Runtime) create(ctx context.Context, opts runtime.CreateOptions) (pid i
 		}
 		return errors.Join(errs...)
 	})
-	rec := containerRecord{
-		Version:   recordVersion,
-		ID:        id,
-		Pod:       podID,
-		Bundle:    opts.BundleDir,
-		LogPath:   opts.LogPath,
-		Terminal:  opts.Terminal,
-		Stdin:     opts.Stdin,
-		StdinOnce: opts.StdinOnce,
-		Created:   time.Now(),
-	}
-	if err := writeRecord(filepath.Join(dir, containerFile), rec); err != nil {
-		return 0, fmt.Errorf("create container %s: %w", id, err)
+	rec, err := writeContainerRecord(dir, podID, opts)
+	if err != nil {
+		return 0, err
 	}
 
-	fifos, err := openStdio(dir, opts.Stdin, opts.Terminal, true)
+	fifos, cio, err := r.openContainerIO(dir, opts)
 	if err != nil {
-		return 0, fmt.Errorf("create container %s: stdio: %w", id, err)
+		return 0, err
 	}
-	logFile, err := openLogFile(opts.LogPath)
-	if err != nil {
-		fifos.close()
-		return 0, fmt.Errorf("create container %s: %w", id, err)
-	}
-	cio := newContainerIO(log.With(r.ctx, "id", id), fifos, logFile)
 	defer undo.OnError(ctx, &retErr, "close container stdio", func(context.Context) error {
 		cio.close()
 		if opts.LogPath != "" {
@@ -193,6 +158,74 @@ func (r *Runtime) create(ctx context.Context, opts runtime.CreateOptions) (pid i
 	r.watchExit(c)
 	log.G(ctx).Debug("container created", "id", id, "pod", podID, "pid", resp.Pid)
 	return int(resp.Pid), nil
+}
+
+// createIn finds the pod a container of opts is created in: podID, its
+// shim p (nil for a sandbox, whose create starts one), once a restore of
+// the pod in the background is done. A container that exists, a sandbox
+// whose pod has a shim, and a container whose pod has no running shim are
+// refused.
+func (r *Runtime) createIn(ctx context.Context, opts runtime.CreateOptions) (podID string, p *pod, _ error) {
+	id := opts.ID
+	spec, err := runtime.ReadSpec(opts.BundleDir)
+	if err != nil {
+		return "", nil, fmt.Errorf("create container %s: %w", id, err)
+	}
+	podID = podOf(id, spec.Annotations)
+
+	r.mu.Lock()
+	_, exists := r.containers[id]
+	p = r.pods[podID]
+	r.mu.Unlock()
+	if p != nil {
+		if err := r.awaitRestore(ctx, p); err != nil {
+			return "", nil, fmt.Errorf("create container %s: %w", id, err)
+		}
+	}
+	switch {
+	case exists:
+		return "", nil, fmt.Errorf("create container %s: %w", id, errdefs.ErrAlreadyExists)
+	case podID == id && p != nil:
+		return "", nil, fmt.Errorf("create container %s: pod %s has a shim: %w", id, podID, errdefs.ErrAlreadyExists)
+	case podID != id && (p == nil || p.isDead()):
+		return "", nil, fmt.Errorf("create container %s: pod %s has no running shim: %w", id, podID, errdefs.ErrFailedPrecondition)
+	}
+	return podID, p, nil
+}
+
+// writeContainerRecord writes the record of the container of opts, in
+// pod podID, into its state dir.
+func writeContainerRecord(dir, podID string, opts runtime.CreateOptions) (containerRecord, error) {
+	rec := containerRecord{
+		Version:   recordVersion,
+		ID:        opts.ID,
+		Pod:       podID,
+		Bundle:    opts.BundleDir,
+		LogPath:   opts.LogPath,
+		Terminal:  opts.Terminal,
+		Stdin:     opts.Stdin,
+		StdinOnce: opts.StdinOnce,
+		Created:   time.Now(),
+	}
+	if err := writeRecord(filepath.Join(dir, containerFile), rec); err != nil {
+		return containerRecord{}, fmt.Errorf("create container %s: %w", opts.ID, err)
+	}
+	return rec, nil
+}
+
+// openContainerIO opens the stdio FIFOs in the container's state dir and
+// its log, and returns them with the I/O copier between them.
+func (r *Runtime) openContainerIO(dir string, opts runtime.CreateOptions) (*stdio, *containerIO, error) {
+	fifos, err := openStdio(dir, opts.Stdin, opts.Terminal, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create container %s: stdio: %w", opts.ID, err)
+	}
+	logFile, err := openLogFile(opts.LogPath)
+	if err != nil {
+		fifos.close()
+		return nil, nil, fmt.Errorf("create container %s: %w", opts.ID, err)
+	}
+	return fifos, newContainerIO(log.With(r.ctx, "id", opts.ID), fifos, logFile), nil
 }
 
 // deleteTask kills and deletes task id in p's shim. deleted is false when

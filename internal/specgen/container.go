@@ -10,9 +10,10 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 )
 
-// Container describes one CRI container: the server translates
-// runtimeapi.ContainerConfig, the image config and the sandbox record into
-// it, and ContainerSpec turns it into an OCI spec.
+// Container describes one CRI container: podrequest.Container.Spec gives
+// the request's parts, the server adds the image config, the sandbox
+// record and what it looked up on the host, and ContainerSpec turns it
+// into an OCI spec.
 type Container struct {
 	ID   string // container ID
 	Name string // CRI metadata name

@@ -102,29 +102,8 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	}
 	s.Process.NoNewPrivileges = true
 	s.Hostname = sb.Hostname
-	// Checked as a container's: a negative id would wrap to 4294967295,
-	// which setresuid(2) reads as "unchanged", leaving the pause process
-	// root.
-	var err error
-	if sb.RunAsUser != nil {
-		if s.Process.User.UID, err = checkID(*sb.RunAsUser, "sandbox uid"); err != nil {
-			return nil, err
-		}
-	}
-	if sb.RunAsGroup != nil {
-		if s.Process.User.GID, err = checkID(*sb.RunAsGroup, "sandbox gid"); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkGroupCount(len(sb.SupplementalGroups)); err != nil {
+	if err := setSandboxUser(s, sb); err != nil {
 		return nil, err
-	}
-	for _, g := range sb.SupplementalGroups {
-		gid, err := checkID(g, "sandbox supplemental gid")
-		if err != nil {
-			return nil, err
-		}
-		s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, gid)
 	}
 	if sb.Privileged {
 		s.Process.Capabilities = allCapabilities(sb.Capabilities)
@@ -132,6 +111,65 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 		s.Linux.ReadonlyPaths = nil
 	}
 
+	setSandboxNamespaces(s, sb)
+	if sb.UserNS != nil {
+		sb.UserNS.apply(s, "") // checked by CheckSandbox
+	}
+	s.Linux.CgroupsPath = sb.CgroupsPath
+
+	var err error
+	if s.Linux.Sysctl, err = sysctls(sb.Sysctls, SysctlScope{HostNetwork: sb.HostNetwork, HostIPC: sb.HostIPC}); err != nil {
+		return nil, err
+	}
+
+	score := defaultSandboxOOMScoreAdjust
+	if sb.OOMScoreAdj != nil {
+		score = *sb.OOMScoreAdj
+	}
+	if sb.MinOOMScoreAdj != nil && score < *sb.MinOOMScoreAdj {
+		score = *sb.MinOOMScoreAdj
+	}
+	s.Process.OOMScoreAdj = &score
+
+	s.Linux.Resources = sandboxResources(sb)
+
+	setSandboxMounts(s, sb)
+	s.Annotations = sandboxAnnotations(sb)
+	return s, nil
+}
+
+// setSandboxUser sets the pause process's user. The IDs are checked as a
+// container's: a negative id would wrap to 4294967295, which
+// setresuid(2) reads as "unchanged", leaving the pause process root.
+func setSandboxUser(s *specs.Spec, sb Sandbox) error {
+	var err error
+	if sb.RunAsUser != nil {
+		if s.Process.User.UID, err = checkID(*sb.RunAsUser, "sandbox uid"); err != nil {
+			return err
+		}
+	}
+	if sb.RunAsGroup != nil {
+		if s.Process.User.GID, err = checkID(*sb.RunAsGroup, "sandbox gid"); err != nil {
+			return err
+		}
+	}
+	if err := checkGroupCount(len(sb.SupplementalGroups)); err != nil {
+		return err
+	}
+	for _, g := range sb.SupplementalGroups {
+		gid, err := checkID(g, "sandbox supplemental gid")
+		if err != nil {
+			return err
+		}
+		s.Process.User.AdditionalGids = append(s.Process.User.AdditionalGids, gid)
+	}
+	return nil
+}
+
+// setSandboxNamespaces sets the sandbox's namespaces: its own mount
+// namespace, and PID, IPC, UTS and network ones unless the pod shares
+// the node's.
+func setSandboxNamespaces(s *specs.Spec, sb Sandbox) {
 	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
 	if !sb.HostPID {
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
@@ -150,24 +188,11 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 		s.Hostname = ""
 	}
 	s.Linux.Namespaces = ns
-	if sb.UserNS != nil {
-		sb.UserNS.apply(s, "") // checked by CheckSandbox
-	}
-	s.Linux.CgroupsPath = sb.CgroupsPath
+}
 
-	if s.Linux.Sysctl, err = sysctls(sb.Sysctls, SysctlScope{HostNetwork: sb.HostNetwork, HostIPC: sb.HostIPC}); err != nil {
-		return nil, err
-	}
-
-	score := defaultSandboxOOMScoreAdjust
-	if sb.OOMScoreAdj != nil {
-		score = *sb.OOMScoreAdj
-	}
-	if sb.MinOOMScoreAdj != nil && score < *sb.MinOOMScoreAdj {
-		score = *sb.MinOOMScoreAdj
-	}
-	s.Process.OOMScoreAdj = &score
-
+// sandboxResources are the sandbox's cgroup limits: no device, and the
+// pod's CPU and memory where the kubelet sent them.
+func sandboxResources(sb Sandbox) *specs.LinuxResources {
 	res := &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}}
 	if sb.CPUShares > 0 || sb.CPUQuota > 0 || sb.CPUPeriod > 0 {
 		res.CPU = &specs.LinuxCPU{}
@@ -184,8 +209,11 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 	if sb.MemoryLimit > 0 {
 		res.Memory = &specs.LinuxMemory{Limit: &sb.MemoryLimit}
 	}
-	s.Linux.Resources = res
+	return res
+}
 
+// setSandboxMounts binds the pod's /dev/shm and its files into the spec.
+func setSandboxMounts(s *specs.Spec, sb Sandbox) {
 	if sb.ShmPath != "" {
 		for i := range s.Mounts {
 			if s.Mounts[i].Destination == "/dev/shm" {
@@ -199,24 +227,28 @@ func SandboxSpec(sb Sandbox) (*specs.Spec, error) {
 			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
 		})
 	}
+}
 
-	s.Annotations = map[string]string{}
+// sandboxAnnotations are the sandbox's annotations: the allowed ones,
+// then the runtime's own keys.
+func sandboxAnnotations(sb Sandbox) map[string]string {
+	out := map[string]string{}
 	for k, v := range sb.Annotations {
-		s.Annotations[k] = v
+		out[k] = v
 	}
-	s.Annotations[annotations.ContainerType] = annotations.ContainerTypeSandbox
-	s.Annotations[annotations.SandboxID] = sb.ID
-	s.Annotations[annotations.SandboxName] = sb.Name
-	s.Annotations[annotations.SandboxNamespace] = sb.Namespace
-	s.Annotations[annotations.SandboxUID] = sb.UID
-	s.Annotations[annotations.SandboxLogDir] = sb.LogDir
+	out[annotations.ContainerType] = annotations.ContainerTypeSandbox
+	out[annotations.SandboxID] = sb.ID
+	out[annotations.SandboxName] = sb.Name
+	out[annotations.SandboxNamespace] = sb.Namespace
+	out[annotations.SandboxUID] = sb.UID
+	out[annotations.SandboxLogDir] = sb.LogDir
 	if sb.HasResources {
-		s.Annotations[annotations.SandboxCPUPeriod] = strconv.FormatUint(sb.CPUPeriod, 10)
-		s.Annotations[annotations.SandboxCPUQuota] = strconv.FormatInt(sb.CPUQuota, 10)
-		s.Annotations[annotations.SandboxCPUShares] = strconv.FormatUint(sb.CPUShares, 10)
-		s.Annotations[annotations.SandboxMemory] = strconv.FormatInt(sb.MemoryLimit, 10)
+		out[annotations.SandboxCPUPeriod] = strconv.FormatUint(sb.CPUPeriod, 10)
+		out[annotations.SandboxCPUQuota] = strconv.FormatInt(sb.CPUQuota, 10)
+		out[annotations.SandboxCPUShares] = strconv.FormatUint(sb.CPUShares, 10)
+		out[annotations.SandboxMemory] = strconv.FormatInt(sb.MemoryLimit, 10)
 	}
-	return s, nil
+	return out
 }
 
 // resources are the settings SandboxSpec applies to the pause container:
