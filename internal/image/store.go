@@ -113,6 +113,12 @@ type Config struct {
 	// process; the default), GzipDecompressorBuiltin or the absolute path
 	// of a program run as `PROGRAM -d -c` (gunzip.go).
 	GzipDecompressor string
+	// PartialMaxBytes bounds the partial layer downloads kept for resuming
+	// (partial.go): DefaultPartialMaxBytes when 0; negative keeps none.
+	PartialMaxBytes int64
+	// PartialTTL is how long a partial layer download is kept without a
+	// write (DefaultPartialTTL when 0).
+	PartialTTL time.Duration
 }
 
 // Store is the image store. Its methods are safe for concurrent use.
@@ -151,6 +157,11 @@ type Store struct {
 	// copyPull has every pull use containers/image's copy.Image (the
 	// benchmarks' old path).
 	copyPull bool
+	// partials are the partial layer downloads kept for resuming.
+	partials *partialStore
+	// retryBase is the first wait before a layer's next attempt
+	// (defaultLayerRetryBase when 0; tests shorten it).
+	retryBase time.Duration
 
 	// pullsDone counts shared pulls running in the background, which
 	// Close cancels and waits for.
@@ -234,6 +245,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = st.Shutdown(false)
 		return nil, fmt.Errorf("create image download directory: %w", err)
 	}
+	s.partials = newPartialStore(ctx, st.GraphRoot(), max(cfg.PartialMaxBytes, 0), cfg.PartialTTL)
 	s.policy.warnIfMissing(ctx)
 	s.reserve.restore(ctx)
 	// A pull or rootfs creation interrupted by a crash may have left layers
@@ -267,6 +279,12 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxConcurrentDownloads <= 0 {
 		cfg.MaxConcurrentDownloads = DefaultMaxConcurrentDownloads
+	}
+	if cfg.PartialMaxBytes == 0 {
+		cfg.PartialMaxBytes = DefaultPartialMaxBytes
+	}
+	if cfg.PartialTTL <= 0 {
+		cfg.PartialTTL = DefaultPartialTTL
 	}
 	cfg.DriverOptions = append([]string(nil), cfg.DriverOptions...)
 	if cfg.Driver == "overlay" {
