@@ -74,9 +74,9 @@ func (s *Store) stageWithRetries(ctx context.Context, src types.ImageSource, l *
 				return out, nil
 			}
 		}
-		retry, fromZero := retryDecision(ctx, err, body)
+		retry, fromZero, cause := retryDecision(ctx, err, body)
 		if fromZero {
-			log.G(ctx).Warn("layer download restarts from zero", "blob", l.blob.Digest, "err", err)
+			log.G(ctx).Warn("layer download restarts from zero", "blob", l.blob.Digest, "err", cause)
 			noRange = true
 		}
 		if !retry && !fromZero {
@@ -84,10 +84,13 @@ func (s *Store) stageWithRetries(ctx context.Context, src types.ImageSource, l *
 		}
 		if retry {
 			if attempt >= layerAttempts {
+				if cause != err {
+					return nil, fmt.Errorf("layer %s, after %d attempts: %w (%v)", l.blob.Digest, attempt, cause, err)
+				}
 				return nil, fmt.Errorf("%w (after %d attempts)", err, attempt)
 			}
 			wait := s.layerRetryBase() << (attempt - 1)
-			log.G(ctx).Info("layer download failed, retrying", "blob", l.blob.Digest, "attempt", attempt, "wait", wait, "err", err)
+			log.G(ctx).Info("layer download failed, retrying", "blob", l.blob.Digest, "attempt", attempt, "wait", wait, "err", cause)
 			attempt++
 			select {
 			case <-time.After(wait):
@@ -112,28 +115,32 @@ func (s *Store) layerRetryBase() time.Duration {
 // itself failed): retry is a transient failure, worth a new attempt;
 // fromZero a prefix that did not verify or a range answer refused, which
 // drop the kept bytes for an attempt from zero, not counted (it can
-// happen once: the next has no prefix).
-func retryDecision(ctx context.Context, err error, body *resumeBody) (retry, fromZero bool) {
+// happen once: the next has no prefix). cause is the stream's failure
+// behind err when there is one.
+func retryDecision(ctx context.Context, err error, body *resumeBody) (retry, fromZero bool, cause error) {
 	var digestErr *LayerDigestError
 	var rangeErr *rangeError
 	switch {
 	case ctx.Err() != nil, errors.As(err, &digestErr):
-		return false, false
+		return false, false, err
 	case body == nil:
-		return transientFetchError(err), false
+		return transientFetchError(err), false, err
 	}
 	off, bodyErr := body.state()
+	if bodyErr == nil {
+		bodyErr = err
+	}
 	switch {
 	case body.prefix > 0 && (off < body.prefix || errors.Is(bodyErr, errPartialCorrupt)):
 		// Whatever failed, a prefix not read to its end is not known good.
-		return false, true
+		return false, true, bodyErr
 	case errors.As(bodyErr, &rangeErr):
-		return false, true
+		return false, true, bodyErr
 	}
 	// Once the blob streams, only its stream's own failures are the
 	// network's: a decompressor's unexpected EOF on a complete blob is the
 	// image's.
-	return transientFetchError(bodyErr), false
+	return bodyErr != err && transientFetchError(bodyErr), false, bodyErr
 }
 
 // transientFetchError reports a failure a new fetch may not have.
