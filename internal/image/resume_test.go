@@ -423,20 +423,31 @@ func TestPartialGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps.active["sha256-inuse"] = true
+	left := func() string {
+		var names []string
+		files, err := ListPartials(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			names = append(names, f.Name)
+		}
+		return strings.Join(names, " ")
+	}
+	// Under the bound: the TTL and the orphans.
+	ps.maxBytes = 100 << 20
 	ps.collect(ctx, now)
-	var names []string
-	left, err := ListPartials(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range left {
-		names = append(names, f.Name)
-	}
-	if got, want := strings.Join(names, " "), "sha256-inuse sha256-older sha256-new"; got != want {
+	if got, want := left(), "sha256-oldest sha256-inuse sha256-older sha256-new"; got != want {
 		t.Errorf("left after collection: %s, want %s", got, want)
 	}
 	if _, err := os.Stat(filepath.Join(ps.dir, "sha256-nodata.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a checkpoint without data stayed: %v", err)
+	}
+	// Over it: the oldest not in use goes.
+	ps.maxBytes = 3 << 20
+	ps.collect(ctx, now)
+	if got, want := left(), "sha256-inuse sha256-older sha256-new"; got != want {
+		t.Errorf("left after collection: %s, want %s", got, want)
 	}
 	if ps.used != 3<<20 {
 		t.Errorf("used %d, want %d", ps.used, 3<<20)
