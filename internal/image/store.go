@@ -8,7 +8,8 @@
 // Everything on disk is containers/storage's: images, layers and containers
 // under the graph root, mounts under the run root. The only podbay-owned
 // directories beside them are <graph root>/tmp (downloads in flight, emptied
-// at start) and <graph root>/cache (containers/image's blob-info cache).
+// at start), <graph root>/cache (containers/image's blob-info cache) and
+// <graph root>/podbay-partial (interrupted layer downloads, partial.go).
 //
 // Overlay layers are unpacked in process on a chrooted thread (unpack.go);
 // containers/storage still re-executes the daemon for its other chrooted
