@@ -26,7 +26,7 @@ import (
 // as the unpack reads them, to a partial file under the graph root
 // (PartialDir: <algo>-<hex>), with a checkpoint beside it (<algo>-<hex>.json:
 // an offset and the SHA-256 of the file's bytes up to it) written only once
-// those bytes are fdatasync'ed: every partialCheckpointEvery bytes, and when
+// those bytes are fdatasync'ed: every checkpointInterval bytes, and when
 // the layer's stream fails. A later stage of that blob, in the same pull's
 // retry or in any later pull of any image with that blob, feeds the unpack
 // the partial file's first <offset> bytes, hashing them as they are read,
@@ -49,10 +49,17 @@ const (
 	DefaultPartialTTL      = 24 * time.Hour
 )
 
-// partialCheckpointEvery is how many bytes a partial file grows between two
-// checkpoints (an fdatasync and a checkpoint file each): what a SIGKILL may
-// lose of a layer.
+// partialCheckpointEvery is the most bytes a partial file grows between
+// two checkpoints (an fdatasync and a checkpoint file each): what a
+// SIGKILL may lose of a large layer. A smaller layer checkpoints every
+// 32nd of its size (at least every MiB), so that a kill loses at most 3 %
+// of it.
 var partialCheckpointEvery int64 = 32 << 20
+
+// checkpointInterval is the checkpoint interval of a blob of size bytes.
+func checkpointInterval(size int64) int64 {
+	return min(max(size/32, 1<<20), partialCheckpointEvery)
+}
 
 // partialCheckpointSuffix names a partial file's checkpoint.
 const partialCheckpointSuffix = ".json"
@@ -343,7 +350,7 @@ func (pf *partialFile) readAt(p []byte, off int64) error {
 }
 
 // append writes the network's bytes p, which start at off, after the
-// prefix; a checkpoint follows every partialCheckpointEvery bytes. A
+// prefix; a checkpoint follows every checkpointInterval bytes. A
 // failure only stops the keeping.
 func (pf *partialFile) append(ctx context.Context, p []byte, off int64) {
 	pf.mu.Lock()
@@ -365,7 +372,7 @@ func (pf *partialFile) append(ctx context.Context, p []byte, off int64) {
 	}
 	pf.h.Write(p)
 	pf.n += int64(len(p))
-	if pf.n-pf.synced >= partialCheckpointEvery {
+	if pf.n-pf.synced >= checkpointInterval(pf.size) {
 		pf.checkpointLocked(ctx)
 	}
 }
