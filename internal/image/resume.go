@@ -24,8 +24,10 @@ import (
 // reads what the partial file holds and fetches only the rest with a
 // ranged GET. The unpack restarts from zero each time (the failed
 // attempt's staging directory is removed): only network bytes are saved.
-// Digest mismatches, a cancelled pull and failures that are not the
-// network's are not retried.
+// A digest mismatch is not retried, unless the stream was resumed (the
+// kept bytes may be what is wrong: they are dropped and the layer fetched
+// once more from zero); neither are a cancelled pull and failures that
+// are not the network's.
 //
 // containers/image's docker source reconnects by itself inside one GET
 // (docker/body_reader.go): on a connection reset or an early EOF it asks
@@ -113,15 +115,14 @@ func (s *Store) layerRetryBase() time.Duration {
 
 // retryDecision classifies an attempt's failure err (body nil: the GET
 // itself failed): retry is a transient failure, worth a new attempt;
-// fromZero a prefix that did not verify or a range answer refused, which
-// drop the kept bytes for an attempt from zero, not counted (it can
+// fromZero a prefix that did not verify, a range answer refused or a
+// resumed stream whose digests do not match, which drop the kept bytes for an attempt from zero, not counted (it can
 // happen once: the next has no prefix). cause is the stream's failure
 // behind err when there is one.
 func retryDecision(ctx context.Context, err error, body *resumeBody) (retry, fromZero bool, cause error) {
-	var digestErr *LayerDigestError
 	var rangeErr *rangeError
 	switch {
-	case ctx.Err() != nil, errors.As(err, &digestErr):
+	case ctx.Err() != nil:
 		return false, false, err
 	case body == nil:
 		return transientFetchError(err), false, err
@@ -136,11 +137,18 @@ func retryDecision(ctx context.Context, err error, body *resumeBody) (retry, fro
 		return false, true, bodyErr
 	case errors.As(bodyErr, &rangeErr):
 		return false, true, bodyErr
+	case bodyErr != err && transientFetchError(bodyErr):
+		// Once the blob streams, only its stream's own failures are the
+		// network's: a decompressor's unexpected EOF on a complete blob
+		// is the image's.
+		return true, false, bodyErr
+	case body.prefix > 0:
+		// A resumed stream that fails its digests or its decompression:
+		// the kept bytes may be what is wrong (another mirror's, say).
+		// Once more from zero, which decides.
+		return false, true, err
 	}
-	// Once the blob streams, only its stream's own failures are the
-	// network's: a decompressor's unexpected EOF on a complete blob is the
-	// image's.
-	return bodyErr != err && transientFetchError(bodyErr), false, bodyErr
+	return false, false, err
 }
 
 // transientFetchError reports a failure a new fetch may not have.

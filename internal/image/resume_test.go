@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -352,6 +355,42 @@ func TestResumeCorruptPartial(t *testing.T) {
 	e.pullAndCheck(t, cut, big, id)
 	if served, ranges := cut.takeServed(); served != int64(len(big.blob)) || len(ranges) != 1 || ranges[0] != "" {
 		t.Errorf("served %d bytes in GETs with Range %q, want the whole blob once", served, ranges)
+	}
+}
+
+// Kept bytes that match their checkpoint but are not the blob's (a mirror
+// sent them wrong) fail the digests once resumed: the layer is fetched
+// once more from zero.
+func TestResumeWrongKeptBytes(t *testing.T) {
+	e, cut, big, id := resumeSetup(t)
+	failFirstPull(t, e, cut, big)
+	cut.takeServed()
+	path := filepath.Join(e.store.partials.dir, partialName(digest.FromBytes(big.blob)))
+	raw, err := os.ReadFile(path + partialCheckpointSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp partialCheckpoint
+	if err := json.Unmarshal(raw, &cp); err != nil {
+		t.Fatal(err)
+	}
+	kept := make([]byte, cp.Offset)
+	copy(kept, big.blob)
+	kept[cp.Offset/2] ^= 0x40
+	sum := sha256.Sum256(kept)
+	cp.SHA256 = hex.EncodeToString(sum[:])
+	if raw, err = json.Marshal(cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+partialCheckpointSuffix, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.pullAndCheck(t, cut, big, id)
+	if _, ranges := cut.takeServed(); len(ranges) < 2 || ranges[0] == "" || ranges[len(ranges)-1] != "" {
+		t.Errorf("GETs with Range %q, want a ranged one, then one from zero", ranges)
 	}
 }
 
