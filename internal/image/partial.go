@@ -37,7 +37,7 @@ import (
 //
 // The files are bounded: at most Config.PartialMaxBytes in all (the oldest
 // dropped first), and removed after Config.PartialTTL without a write;
-// collected at start and after every pull.
+// collected at start, after every pull and every partialCollectPeriod.
 
 // PartialDir is where partial layer downloads are kept, under the graph
 // root.
@@ -79,9 +79,45 @@ type partialStore struct {
 	maxBytes int64 // 0: nothing is kept
 	ttl      time.Duration
 
-	mu     sync.Mutex
-	active map[string]bool // guarded by mu; files a stage is using
-	used   int64           // guarded by mu; bytes of every partial file
+	mu      sync.Mutex
+	active  map[string]bool // guarded by mu; files a stage is using
+	used    int64           // guarded by mu; bytes of every partial file
+	timer   *time.Timer     // guarded by mu; the next periodic collection
+	stopped bool            // guarded by mu
+}
+
+// partialCollectPeriod is how often the partial files are collected
+// besides at start and after every pull: a quarter of the TTL, between a
+// minute and an hour.
+func partialCollectPeriod(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, time.Minute), time.Hour)
+}
+
+// startCollector collects every partialCollectPeriod until stopCollector.
+func (ps *partialStore) startCollector(ctx context.Context) {
+	if ps.maxBytes == 0 {
+		return
+	}
+	period := partialCollectPeriod(ps.ttl)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.timer = time.AfterFunc(period, func() {
+		ps.collect(ctx, time.Now())
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		if !ps.stopped {
+			ps.timer.Reset(period)
+		}
+	})
+}
+
+func (ps *partialStore) stopCollector() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.stopped = true
+	if ps.timer != nil {
+		ps.timer.Stop()
+	}
 }
 
 func newPartialStore(ctx context.Context, graphRoot string, maxBytes int64, ttl time.Duration) *partialStore {

@@ -247,6 +247,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("create image download directory: %w", err)
 	}
 	s.partials = newPartialStore(ctx, st.GraphRoot(), max(cfg.PartialMaxBytes, 0), cfg.PartialTTL)
+	s.partials.startCollector(context.WithoutCancel(ctx))
 	s.policy.warnIfMissing(ctx)
 	s.reserve.restore(ctx)
 	// A pull or rootfs creation interrupted by a crash may have left layers
@@ -333,6 +334,7 @@ func (s *Store) Close() error {
 // stopPulls refuses new pulls, cancels those in flight and waits until
 // they have cleaned up.
 func (s *Store) stopPulls() {
+	s.partials.stopCollector()
 	s.mu.Lock()
 	s.closed = true
 	for _, call := range s.pulls {
