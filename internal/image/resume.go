@@ -186,10 +186,8 @@ func (s *Store) openLayerBody(ctx context.Context, src types.ImageSource, l *one
 
 // resumeBody is one attempt's stream of a blob: the partial file's prefix
 // (hashed against its checkpoint as it is read), then the network's bytes,
-// which are written to the partial file as they are read. It checks the
-// stream's length against the blob's: a stream that ends early is an
-// unexpected EOF (transient), a range answer of the wrong length is
-// refused. Read is called by one goroutine at a time; Close by any.
+// which are written to the partial file as they are read. A range
+// answer of the wrong length is refused. Read is called by one goroutine at a time; Close by any.
 type resumeBody struct {
 	pf     *partialFile // nil: nothing kept
 	prefix int64        // the partial file's bytes this attempt reads first
@@ -254,12 +252,12 @@ func (b *resumeBody) read(p []byte, off int64) (int, error) {
 	if n > 0 && b.pf != nil {
 		b.pf.append(b.ctx, p[:n], off)
 	}
-	if err == io.EOF && b.size >= 0 && end < b.size {
-		if b.ranged {
-			return n, &rangeError{offset: b.prefix, reason: fmt.Sprintf("ended at byte %d of %d", end, b.size)}
-		}
-		return n, fmt.Errorf("layer %s ended after %d of %d bytes: %w", b.blob, end, b.size, io.ErrUnexpectedEOF)
+	if err == io.EOF && b.ranged && end < b.size {
+		return n, &rangeError{offset: b.prefix, reason: fmt.Sprintf("ended at byte %d of %d", end, b.size)}
 	}
+	// A whole blob that ends early: cut (Go's client reports an unexpected
+	// EOF, transient) or complete but short (a clean EOF: the wrong blob,
+	// which the size and digest checks at its end report).
 	return n, err
 }
 

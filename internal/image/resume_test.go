@@ -267,16 +267,22 @@ func atMost(t *testing.T, served int64, ranges []string, blob []byte) {
 	}
 }
 
-// A connection reset mid-blob whose reconnection (containers/image's own,
-// with a Range) gets a 503 is retried within the pull, from where it was.
+// A connection reset mid-blob (at half and at 90 %) whose reconnection
+// (containers/image's own, with a Range) gets a 503 is retried within the
+// pull, from where it was.
 func TestResumeAfterReset(t *testing.T) {
-	e, cut, big, id := resumeSetup(t)
-	cut.setScript(blobAnswer{cutAt: int64(len(big.blob)) / 2}, blobAnswer{status: http.StatusServiceUnavailable})
-	e.pullAndCheck(t, cut, big, id)
-	served, ranges := cut.takeServed()
-	atMost(t, served, ranges, big.blob)
-	if len(ranges) != 3 || ranges[0] != "" || ranges[2] == "" {
-		t.Errorf("GETs with Range %q, want the cut one, the library's reconnection and a ranged one", ranges)
+	for _, percent := range []int64{50, 90} {
+		t.Run(fmt.Sprint(percent), func(t *testing.T) {
+			e, cut, big, id := resumeSetup(t)
+			cut.setScript(blobAnswer{cutAt: int64(len(big.blob)) * percent / 100}, blobAnswer{status: http.StatusServiceUnavailable})
+			e.pullAndCheck(t, cut, big, id)
+			served, ranges := cut.takeServed()
+			atMost(t, served, ranges, big.blob)
+			if len(ranges) != 3 || ranges[0] != "" || ranges[2] == "" {
+				t.Errorf("GETs with Range %q, want the cut one, the library's reconnection and a ranged one", ranges)
+			}
+			t.Logf("served %d bytes of a %d-byte blob (%.3fx)", served, len(big.blob), float64(served)/float64(len(big.blob)))
+		})
 	}
 }
 
