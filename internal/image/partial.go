@@ -40,7 +40,7 @@ import (
 // collected at start, after every pull and every partialCollectPeriod.
 
 // PartialDir is where partial layer downloads are kept, under the graph
-// root.
+// root (internal/doctor, which does not link the image store, repeats it).
 const PartialDir = "podbay-partial"
 
 // Defaults of Config.PartialMaxBytes and Config.PartialTTL.
@@ -141,23 +141,23 @@ func partialName(blob digest.Digest) string {
 	return blob.Algorithm().String() + "-" + blob.Encoded()
 }
 
-// PartialInfo describes one partial file, for podbay doctor.
-type PartialInfo struct {
+// partialInfo describes one partial file.
+type partialInfo struct {
 	Name     string
 	Bytes    int64
 	Modified time.Time
 }
 
-// ListPartials lists the partial layer downloads under graphRoot, oldest
+// listPartials lists the partial layer downloads under graphRoot, oldest
 // first. A missing directory is no partial file.
-func ListPartials(graphRoot string) ([]PartialInfo, error) {
+func listPartials(graphRoot string) ([]partialInfo, error) {
 	entries, err := os.ReadDir(filepath.Join(graphRoot, PartialDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
-	var out []PartialInfo
+	var out []partialInfo
 	for _, e := range entries {
 		if !e.Type().IsRegular() || strings.HasSuffix(e.Name(), partialCheckpointSuffix) || strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -166,9 +166,9 @@ func ListPartials(graphRoot string) ([]PartialInfo, error) {
 		if err != nil {
 			continue // removed meanwhile
 		}
-		out = append(out, PartialInfo{Name: e.Name(), Bytes: st.Size(), Modified: st.ModTime()})
+		out = append(out, partialInfo{Name: e.Name(), Bytes: st.Size(), Modified: st.ModTime()})
 	}
-	slices.SortFunc(out, func(a, b PartialInfo) int { return a.Modified.Compare(b.Modified) })
+	slices.SortFunc(out, func(a, b partialInfo) int { return a.Modified.Compare(b.Modified) })
 	return out, nil
 }
 
@@ -200,13 +200,13 @@ func (ps *partialStore) collect(ctx context.Context, now time.Time) {
 			}
 		}
 	}
-	files, err := ListPartials(filepath.Dir(ps.dir))
+	files, err := listPartials(filepath.Dir(ps.dir))
 	if err != nil {
 		log.G(ctx).Warn("list partial layer downloads", "dir", ps.dir, "err", err)
 		return
 	}
 	ps.used = 0
-	var kept []PartialInfo
+	var kept []partialInfo
 	for _, f := range files {
 		if !ps.active[f.Name] && now.Sub(f.Modified) > ps.ttl {
 			log.G(ctx).Info("removed partial layer download past its TTL", "blob", f.Name, "bytes", f.Bytes)
@@ -221,7 +221,7 @@ func (ps *partialStore) collect(ctx context.Context, now time.Time) {
 
 // evictLocked drops the oldest files not in use until need more bytes fit
 // under the bound; it reports whether they do.
-func (ps *partialStore) evictLocked(ctx context.Context, files []PartialInfo, need int64) bool {
+func (ps *partialStore) evictLocked(ctx context.Context, files []partialInfo, need int64) bool {
 	for _, f := range files {
 		if ps.used+need <= ps.maxBytes {
 			break
@@ -244,7 +244,7 @@ func (ps *partialStore) reserve(ctx context.Context, n int64) bool {
 		ps.used += n
 		return true
 	}
-	files, err := ListPartials(filepath.Dir(ps.dir))
+	files, err := listPartials(filepath.Dir(ps.dir))
 	if err != nil || !ps.evictLocked(ctx, files, n) {
 		return false
 	}

@@ -254,7 +254,7 @@ func (e *testEnv) pullAndCheck(t *testing.T, cut *cutRegistry, big rawLayer, id 
 		t.Errorf("top layer digests %s, %s; want %s, %s", layer.UncompressedDigest, layer.CompressedDigest, big.diffID, digest.FromBytes(big.blob))
 	}
 	e.store.pullsDone.Wait()
-	if left, _ := ListPartials(e.store.store.GraphRoot()); len(left) != 0 {
+	if left, _ := listPartials(e.store.store.GraphRoot()); len(left) != 0 {
 		t.Errorf("partial files left after the pull: %v", left)
 	}
 }
@@ -323,7 +323,7 @@ func failFirstPull(t *testing.T, e *testEnv, cut *cutRegistry, big rawLayer) {
 		t.Fatalf("Pull = %v, want context.Canceled", err)
 	}
 	e.store.pullsDone.Wait()
-	left, err := ListPartials(e.store.store.GraphRoot())
+	left, err := listPartials(e.store.store.GraphRoot())
 	if err != nil || len(left) != 1 || left[0].Bytes < int64(len(big.blob))/4 {
 		t.Fatalf("partial files after the cancelled pull: %v, %v; want the big blob's", left, err)
 	}
@@ -430,7 +430,7 @@ func TestResumeDripStalls(t *testing.T) {
 		t.Fatalf("Pull = %v, want a ProgressTimeoutError", err)
 	}
 	e.store.pullsDone.Wait()
-	if left, _ := ListPartials(e.store.store.GraphRoot()); len(left) != 1 {
+	if left, _ := listPartials(e.store.store.GraphRoot()); len(left) != 1 {
 		t.Fatalf("partial files after the stalled pull: %v", left)
 	}
 	cut.setRangeMode("", 0)
@@ -470,7 +470,7 @@ func TestPartialGC(t *testing.T) {
 	ps.active["sha256-inuse"] = true
 	left := func() string {
 		var names []string
-		files, err := ListPartials(root)
+		files, err := listPartials(root)
 		if err != nil {
 			t.Fatal(err)
 		}
