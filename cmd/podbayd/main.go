@@ -289,6 +289,8 @@ func (d *daemon) openImages(ctx context.Context) (*image.Store, error) {
 		MaxConcurrentDownloads: d.cfg.Image.MaxConcurrentDownloads,
 		GzipDecompressor:       d.cfg.Image.GzipDecompressor,
 		SyncRootfsRecords:      d.cfg.Image.SyncRootfsRecords,
+		PartialMaxBytes:        partialMaxBytes(d.cfg.Image.PartialMaxBytes),
+		PartialTTL:             time.Duration(d.cfg.Image.PartialTTL),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open image store: %w", err)
@@ -379,6 +381,15 @@ func (d *daemon) serve(ctx context.Context) error {
 
 // findPause locates the pause program: the configured path, else
 // podbay-pause beside podbayd, else in PATH.
+// partialMaxBytes maps [image] partial_max_bytes to image.Config's: 0
+// there (keep none) is negative here, where 0 is the default.
+func partialMaxBytes(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 func findPause(configured string) (string, error) {
 	if configured != "" {
 		return config.LookPath(configured)

@@ -241,6 +241,13 @@ type Image struct {
 	// false: they are written without fsync (volatile), which survives a
 	// daemon crash but may lose the last changes with a host crash.
 	SyncRootfsRecords bool `toml:"sync_rootfs_records"`
+	// PartialMaxBytes bounds the bytes of interrupted layer downloads kept
+	// under the storage root for the next pull to resume (the oldest are
+	// dropped first); 0 keeps none. Default 10 GiB.
+	PartialMaxBytes int64 `toml:"partial_max_bytes"`
+	// PartialTTL is how long an interrupted layer download is kept without
+	// being resumed. Default 24h.
+	PartialTTL Duration `toml:"partial_ttl"`
 }
 
 // Network configures CNI.
@@ -370,6 +377,8 @@ func Default() *Config {
 			PullProgressTimeout:    Duration(5 * time.Minute),
 			MaxConcurrentDownloads: 3,
 			GzipDecompressor:       "auto",
+			PartialMaxBytes:        10 << 30,
+			PartialTTL:             Duration(24 * time.Hour),
 		},
 		NRI: NRI{
 			Enable:                    true,
@@ -537,6 +546,12 @@ func (c *Config) validateImage() []error {
 	}
 	if c.Image.MaxConcurrentDownloads < 1 || c.Image.MaxConcurrentDownloads > 64 {
 		errs = append(errs, fmt.Errorf("image.max_concurrent_downloads must be between 1 and 64, not %d", c.Image.MaxConcurrentDownloads))
+	}
+	if c.Image.PartialMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("image.partial_max_bytes must be 0 (keep no partial download) or more, not %d", c.Image.PartialMaxBytes))
+	}
+	if c.Image.PartialTTL <= 0 {
+		errs = append(errs, fmt.Errorf("image.partial_ttl must be positive"))
 	}
 	switch g := c.Image.GzipDecompressor; {
 	case g == "auto" || g == "builtin" || filepath.IsAbs(g):

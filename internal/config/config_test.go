@@ -159,6 +159,8 @@ func TestLoadRejects(t *testing.T) {
 		"tls ca alone":            func(c *Config) { c.StreamTLSCA = "/ca.pem" },
 		"plugin timeout":          func(c *Config) { c.Network.PluginTimeout = 0 },
 		"pull progress":           func(c *Config) { c.Image.PullProgressTimeout = -1 },
+		"partial max bytes":       func(c *Config) { c.Image.PartialMaxBytes = -1 },
+		"partial ttl":             func(c *Config) { c.Image.PartialTTL = 0 },
 		"gzip relative":           func(c *Config) { c.Image.GzipDecompressor = "igzip" },
 		"gzip empty":              func(c *Config) { c.Image.GzipDecompressor = "" },
 		"rt timeout":              func(c *Config) { c.Runtimes["runc"] = Runtime{Path: "runc", Timeout: -1} },

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +44,7 @@ func HostChecks(p Probe, o CheckOptions) []Result {
 	out = append(out, CheckCapabilities(p, cfg, o.DaemonPID))
 	out = append(out, CheckNetnsDir(p, cfg))
 	out = append(out, CheckDirs(p, cfg)...)
+	out = append(out, CheckPartialPulls(cfg, time.Now()))
 	return out
 }
 

@@ -26,7 +26,6 @@ import (
 	"go.podman.io/image/v5/docker/reference"
 	cimage "go.podman.io/image/v5/image"
 	"go.podman.io/image/v5/manifest"
-	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 	"go.podman.io/storage"
@@ -384,34 +383,40 @@ func (s *Store) commitStagedLayer(l *onePassLayer) error {
 }
 
 // stageLayer fetches l's blob and unpacks it into a new staging
-// directory, verifying both digests.
+// directory, verifying both digests; a transient failure is retried and
+// resumed (resume.go).
 func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePassLayer,
 	events chan<- types.ProgressProperties) (out *graphdriver.DriverWithDifferOutput, err error) {
-	start := time.Now()
 	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
-	d := &streamDiffer{ctx: ctx, layer: l, events: events, gunzip: s.gunzip}
+	var d *streamDiffer // the last attempt's
 	defer func() {
 		// Done even on failure, which may yet fall back to copy.Image:
 		// the stall watchdog counts the blobs in flight.
+		var read, reported int64
+		if d != nil {
+			read, reported = d.read, d.reported
+		}
 		events <- types.ProgressProperties{Event: types.ProgressEventDone, Artifact: l.blob,
-			Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
+			Offset: uint64(read), OffsetUpdate: uint64(read - reported)}
 		if err != nil && ctx.Err() != nil {
 			// Cancelled: by the caller, the watchdog or another layer's
 			// failure, which is the error to report.
 			out, err = nil, context.Cause(ctx)
 		}
 	}()
-	rc, size, err := src.GetBlob(ctx, l.blob, none.NoCache)
-	if err != nil {
-		return nil, fmt.Errorf("fetch layer %s: %w", l.blob.Digest, err)
-	}
-	d.body = rc
+	return s.stageWithRetries(ctx, src, l, func() *streamDiffer {
+		d = &streamDiffer{ctx: ctx, layer: l, events: events, gunzip: s.gunzip}
+		return d
+	})
+}
+
+// stageAttempt unpacks the blob stream body into a new staging directory
+// through d, verifying both digests.
+func (s *Store) stageAttempt(ctx context.Context, l *onePassLayer, d *streamDiffer, body io.ReadCloser) (*graphdriver.DriverWithDifferOutput, error) {
+	start := time.Now()
+	d.body = body
 	defer d.closeBody()
-	s.metrics.observePhase("layer", "fetch", time.Since(start))
-	if l.blob.Size < 0 && size >= 0 {
-		l.blob.Size = size
-	}
-	out, err = s.store.PrepareStagedLayer(nil, d)
+	out, err := s.store.PrepareStagedLayer(nil, d)
 	if err != nil {
 		if out != nil && out.Target != "" {
 			_ = s.store.CleanupStagedLayer(out)

@@ -139,6 +139,7 @@ func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Nam
 			s.gcPending.Store(true)
 		}
 		s.collectOrphanLayers(ctx)
+		s.partials.collect(ctx, time.Now())
 	}()
 
 	sys, err := s.systemContext(auth)

@@ -8,7 +8,8 @@
 // Everything on disk is containers/storage's: images, layers and containers
 // under the graph root, mounts under the run root. The only podbay-owned
 // directories beside them are <graph root>/tmp (downloads in flight, emptied
-// at start) and <graph root>/cache (containers/image's blob-info cache).
+// at start), <graph root>/cache (containers/image's blob-info cache) and
+// <graph root>/podbay-partial (interrupted layer downloads, partial.go).
 //
 // Overlay layers are unpacked in process on a chrooted thread (unpack.go);
 // containers/storage still re-executes the daemon for its other chrooted
@@ -117,6 +118,12 @@ type Config struct {
 	// process; the default), GzipDecompressorBuiltin or the absolute path
 	// of a program run as `PROGRAM -d -c` (gunzip.go).
 	GzipDecompressor string
+	// PartialMaxBytes bounds the partial layer downloads kept for resuming
+	// (partial.go): DefaultPartialMaxBytes when 0; negative keeps none.
+	PartialMaxBytes int64
+	// PartialTTL is how long a partial layer download is kept without a
+	// write (DefaultPartialTTL when 0).
+	PartialTTL time.Duration
 }
 
 // Store is the image store. Its methods are safe for concurrent use.
@@ -155,6 +162,11 @@ type Store struct {
 	// copyPull has every pull use containers/image's copy.Image (the
 	// benchmarks' old path).
 	copyPull bool
+	// partials are the partial layer downloads kept for resuming.
+	partials *partialStore
+	// retryBase is the first wait before a layer's next attempt
+	// (defaultLayerRetryBase when 0; tests shorten it).
+	retryBase time.Duration
 
 	// pullsDone counts shared pulls running in the background, which
 	// Close cancels and waits for.
@@ -238,6 +250,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = st.Shutdown(false)
 		return nil, fmt.Errorf("create image download directory: %w", err)
 	}
+	s.partials = newPartialStore(ctx, st.GraphRoot(), max(cfg.PartialMaxBytes, 0), cfg.PartialTTL)
+	s.partials.startCollector(context.WithoutCancel(ctx))
 	s.policy.warnIfMissing(ctx)
 	s.reserve.restore(ctx)
 	// A pull or rootfs creation interrupted by a crash may have left layers
@@ -271,6 +285,12 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxConcurrentDownloads <= 0 {
 		cfg.MaxConcurrentDownloads = DefaultMaxConcurrentDownloads
+	}
+	if cfg.PartialMaxBytes == 0 {
+		cfg.PartialMaxBytes = DefaultPartialMaxBytes
+	}
+	if cfg.PartialTTL <= 0 {
+		cfg.PartialTTL = DefaultPartialTTL
 	}
 	cfg.DriverOptions = append([]string(nil), cfg.DriverOptions...)
 	if cfg.Driver == "overlay" {
@@ -318,6 +338,7 @@ func (s *Store) Close() error {
 // stopPulls refuses new pulls, cancels those in flight and waits until
 // they have cleaned up.
 func (s *Store) stopPulls() {
+	s.partials.stopCollector()
 	s.mu.Lock()
 	s.closed = true
 	for _, call := range s.pulls {
