@@ -82,6 +82,8 @@ type onePassLayer struct {
 	id     string // the storage layer ID (chainLayerID)
 	parent string // the parent's storage layer ID; "" for the base layer
 	exists bool   // already in storage: nothing to fetch
+	// progress is the layer's live progress (progress.go); nil: untracked.
+	progress *layerTrack
 
 	done chan struct{} // closed once out or err is set
 	out  *graphdriver.DriverWithDifferOutput
@@ -111,7 +113,7 @@ func layerMediaTypeOK(mt string) bool {
 // pullOnePass pulls named with the one-pass engine; a *fallbackError means
 // copy.Image must do it (nothing was stored).
 func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *types.SystemContext,
-	policy *signature.PolicyContext, events chan<- types.ProgressProperties) (*Image, error) {
+	policy *signature.PolicyContext, events chan<- types.ProgressProperties, track *trackedPull) (*Image, error) {
 	if drv, err := s.store.GraphDriver(); err != nil {
 		return nil, err
 	} else if _, ok := drv.(graphdriver.DriverWithDiffer); !ok {
@@ -221,6 +223,7 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 		layers[i] = l
 		parent = l.id
 	}
+	track.onePassLayers(layers)
 	if err := s.fetchAndCommitLayers(ctx, rawSrc, layers, events); err != nil {
 		return nil, err
 	}
@@ -277,6 +280,7 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 				defer workers.Done()
 				defer func() { <-sem }()
 				l.out, l.err = s.stageLayer(ctx, src, l, events)
+				l.progress.staged(l.err)
 				if l.err != nil {
 					cancel(l.err)
 				}
@@ -313,9 +317,11 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 			return l.err
 		}
 		start := time.Now()
+		l.progress.committing()
 		if err := s.commitStagedLayer(l); err != nil {
 			return fmt.Errorf("commit layer %s: %w", l.blob.Digest, err)
 		}
+		l.progress.done()
 		// containers/storage has written the tar-split out and closed it.
 		l.out.TarSplit = nil
 		s.metrics.observePhase("layer", "commit", time.Since(start))
@@ -350,6 +356,7 @@ func (s *Store) commitStagedLayer(l *onePassLayer) error {
 func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePassLayer,
 	events chan<- types.ProgressProperties) (out *graphdriver.DriverWithDifferOutput, err error) {
 	start := time.Now()
+	l.progress.begin()
 	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
 	d := &streamDiffer{ctx: ctx, layer: l, events: events, gunzip: s.gunzip}
 	defer func() {
@@ -372,6 +379,7 @@ func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePas
 	s.metrics.observePhase("layer", "fetch", time.Since(start))
 	if l.blob.Size < 0 && size >= 0 {
 		l.blob.Size = size
+		l.progress.setSize(size)
 	}
 	out, err = s.store.PrepareStagedLayer(nil, d)
 	if err != nil {
@@ -421,6 +429,7 @@ type streamDiffer struct {
 func (d *streamDiffer) Read(p []byte) (int, error) {
 	n, err := d.body.Read(p)
 	d.read += int64(n)
+	d.layer.progress.fetchedTo(n, d.read)
 	if now := time.Now(); n > 0 && now.Sub(d.lastReport) >= progressInterval {
 		d.events <- types.ProgressProperties{Event: types.ProgressEventRead, Artifact: d.layer.blob,
 			Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
@@ -545,7 +554,7 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	}
 	defer closeIDLogger()
 	var size countWriter
-	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, idLogger))
+	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, idLogger, l.progress))
 	// The tar-split (the tar headers containers/storage keeps to rebuild
 	// the layer's tar, about 1 KiB a file) goes to an unlinked file beside
 	// the staged directory, not to memory: a layer of millions of files
