@@ -8,46 +8,21 @@ import (
 	"time"
 
 	"github.com/podbay/podbay/internal/log"
+	"github.com/podbay/podbay/internal/pullprogress"
 )
 
 // Live pull progress (issue 33): every pull in flight is tracked, per
 // layer, from its manifest to its last commit, so that `podbay pulls`,
 // the metrics and the log can say how far it is, how fast it goes and
 // whether it is stalled. The CRI has no RPC for it (KEP-5334 asked for
-// one and stalled); PullProgress and LayerProgress are shaped as the
+// one and stalled); pullprogress.Pull and pullprogress.Layer are shaped as the
 // messages such an RPC would return (docs/design.md, *Pull progress*).
 //
 // The figures of a layer are atomic counters its download updates on
 // every Read, without a lock or an allocation; a snapshot reads them.
 
-// Layer states (LayerProgress.State), in the order a layer goes through
-// them in a one-pass pull.
-const (
-	LayerWaiting    = "waiting"    // not begun: waiting for a download slot
-	LayerFetching   = "fetching"   // downloading, decompressed and unpacked as it arrives
-	LayerUnpacking  = "unpacking"  // every compressed byte read; unpacking and verifying the rest
-	LayerStaged     = "staged"     // unpacked and verified, waiting for the layers below it to be committed
-	LayerCommitting = "committing" // being moved into storage
-	LayerDone       = "done"       // in storage
-	LayerExists     = "exists"     // was in storage already: nothing fetched
-	LayerFailed     = "failed"     // its download or unpacking failed (or the pull was cancelled)
-)
-
-// Pull states (PullProgress.State).
-const (
-	PullRunning = "pulling"
-	PullDone    = "done"
-	PullFailed  = "failed"
-)
-
-// Pull engines (PullProgress.Engine).
-const (
-	EngineOnePass = "one-pass"
-	EngineCopy    = "copy" // containers/image's copy.Image
-)
-
-var layerStateNames = [...]string{LayerWaiting, LayerFetching, LayerUnpacking, LayerStaged,
-	LayerCommitting, LayerDone, LayerExists, LayerFailed}
+var layerStateNames = [...]string{pullprogress.LayerWaiting, pullprogress.LayerFetching, pullprogress.LayerUnpacking, pullprogress.LayerStaged,
+	pullprogress.LayerCommitting, pullprogress.LayerDone, pullprogress.LayerExists, pullprogress.LayerFailed}
 
 // layerState indexes layerStateNames.
 type layerState int32
@@ -90,74 +65,14 @@ const (
 	progressLogEvery = 10 * time.Second
 )
 
-// PullsSnapshot is every pull in flight and the ones finished lately.
-type PullsSnapshot struct {
-	// Time is the moment the figures were read, for rates and ETAs.
-	Time time.Time `json:"time"`
-	// Pulls are the pulls in flight, oldest first, then the finished
-	// ones, newest first.
-	Pulls []PullProgress `json:"pulls"`
-	// OmittedInFlight counts pulls in flight left out (beyond
-	// maxListedInFlight): the newest.
-	OmittedInFlight int `json:"omitted_in_flight,omitempty"`
-}
-
-// PullProgress is one image pull's progress: what an ImageService RPC
-// reporting it would return per pull. Sizes are bytes; Size, Fetched and
-// Unpacked sum the layers'.
-type PullProgress struct {
-	// ImageRef is the reference as asked for; Candidate the fully
-	// qualified name being (or last) tried.
-	ImageRef  string `json:"image_ref"`
-	Candidate string `json:"candidate,omitempty"`
-	// Engine is EngineOnePass or EngineCopy; empty before the manifest.
-	Engine     string    `json:"engine,omitempty"`
-	State      string    `json:"state"`
-	Error      string    `json:"error,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// Size is the compressed size of the layers the manifest lists; -1
-	// while a layer's is unknown.
-	Size     int64 `json:"size"`
-	Fetched  int64 `json:"fetched"`
-	Unpacked int64 `json:"unpacked"`
-	// LayersDone counts layers done or already present.
-	LayersDone         int   `json:"layers_done"`
-	RateBytesPerSecond int64 `json:"rate_bytes_per_second"`
-	// StalledSince is set while every layer downloading received nothing
-	// for stallAfter (and nothing is unpacked or committed meanwhile): the
-	// moment of the last byte.
-	StalledSince time.Time       `json:"stalled_since,omitzero"`
-	Layers       []LayerProgress `json:"layers"`
-}
-
-// LayerProgress is one layer's progress in a pull.
-type LayerProgress struct {
-	Digest    string `json:"digest"`
-	MediaType string `json:"media_type,omitempty"`
-	// Size is the compressed size from the manifest; -1 when unknown.
-	Size int64 `json:"size"`
-	// Fetched counts compressed bytes received, Unpacked the
-	// decompressed bytes handed to the unpacker (copy.Image unpacks at
-	// the image's commit and reports none). A retried download's figures
-	// hold until the retry passes them: they never go back.
-	Fetched            int64     `json:"fetched"`
-	Unpacked           int64     `json:"unpacked"`
-	State              string    `json:"state"`
-	RateBytesPerSecond int64     `json:"rate_bytes_per_second"`
-	StalledSince       time.Time `json:"stalled_since,omitzero"`
-	StartedAt          time.Time `json:"started_at,omitzero"`
-	FinishedAt         time.Time `json:"finished_at,omitzero"`
-}
-
 // progressTracker holds the pulls in flight and the ones finished lately.
 type progressTracker struct {
-	now         func() time.Time
-	logEvery    time.Duration
-	keepFor     time.Duration
-	mu          sync.Mutex
-	inFlight    []*trackedPull // guarded by mu; oldest first
-	finished    []PullProgress // guarded by mu; oldest first, at most keepFinished
+	now      func() time.Time
+	logEvery time.Duration
+	keepFor  time.Duration
+	mu       sync.Mutex
+	inFlight []*trackedPull      // guarded by mu; oldest first
+	finished []pullprogress.Pull // guarded by mu; oldest first, at most keepFinished
 }
 
 func newProgressTracker(now func() time.Time) *progressTracker {
@@ -240,9 +155,9 @@ func (p *trackedPull) finish(err error) {
 	t := p.tracker
 	snap := p.snapshot(t.now())
 	snap.FinishedAt = t.now()
-	snap.State, snap.StalledSince, snap.RateBytesPerSecond = PullDone, time.Time{}, 0
+	snap.State, snap.StalledSince, snap.RateBytesPerSecond = pullprogress.PullDone, time.Time{}, 0
 	if err != nil {
-		snap.State, snap.Error = PullFailed, err.Error()
+		snap.State, snap.Error = pullprogress.PullFailed, err.Error()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -271,16 +186,16 @@ func (t *progressTracker) pruneLocked(now time.Time) {
 // Pulls returns the pulls in flight and the ones finished in the last
 // minute (at most 16). Its cost is proportional to the layers in flight;
 // nothing is computed between calls.
-func (s *Store) Pulls() PullsSnapshot { return s.progress.snapshot() }
+func (s *Store) Pulls() pullprogress.Snapshot { return s.progress.snapshot() }
 
-func (t *progressTracker) snapshot() PullsSnapshot {
+func (t *progressTracker) snapshot() pullprogress.Snapshot {
 	now := t.now()
 	t.mu.Lock()
 	t.pruneLocked(now)
 	inFlight := append([]*trackedPull(nil), t.inFlight...)
-	finished := append([]PullProgress(nil), t.finished...)
+	finished := append([]pullprogress.Pull(nil), t.finished...)
 	t.mu.Unlock()
-	out := PullsSnapshot{Time: now, Pulls: make([]PullProgress, 0, min(len(inFlight), maxListedInFlight)+len(finished))}
+	out := pullprogress.Snapshot{Time: now, Pulls: make([]pullprogress.Pull, 0, min(len(inFlight), maxListedInFlight)+len(finished))}
 	if len(inFlight) > maxListedInFlight {
 		out.OmittedInFlight = len(inFlight) - maxListedInFlight
 		inFlight = inFlight[:maxListedInFlight]
@@ -313,7 +228,7 @@ func (p *trackedPull) tryCandidate(named string) {
 }
 
 // onePassLayers starts tracking the one-pass pull's layers: each gets its
-// entry (l.progress), those in storage already are LayerExists.
+// entry (l.progress), those in storage already are pullprogress.LayerExists.
 func (p *trackedPull) onePassLayers(layers []*onePassLayer) {
 	if p == nil {
 		return
@@ -328,7 +243,7 @@ func (p *trackedPull) onePassLayers(layers []*onePassLayer) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.engine, p.layers = EngineOnePass, tracks
+	p.engine, p.layers = pullprogress.EngineOnePass, tracks
 }
 
 // copyEngine notes that copy.Image pulls the image: the one-pass layers
@@ -339,7 +254,7 @@ func (p *trackedPull) copyEngine() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.engine, p.layers = EngineCopy, nil
+	p.engine, p.layers = pullprogress.EngineCopy, nil
 }
 
 func (p *trackedPull) newLayer(digest, mediaType string, size int64) *layerTrack {
@@ -460,18 +375,19 @@ func storeMax(v *atomic.Int64, n int64) {
 }
 
 // snapshot reads p's figures at now.
-func (p *trackedPull) snapshot(now time.Time) PullProgress {
+func (p *trackedPull) snapshot(now time.Time) pullprogress.Pull {
 	p.mu.Lock()
-	out := PullProgress{ImageRef: p.ref, Candidate: p.candidate, Engine: p.engine, State: PullRunning, StartedAt: p.started}
+	out := pullprogress.Pull{ImageRef: p.ref, Candidate: p.candidate, Engine: p.engine, State: pullprogress.PullRunning, StartedAt: p.started}
 	layers := p.layers
 	p.mu.Unlock()
-	out.Layers = make([]LayerProgress, len(layers))
+	out.Layers = make([]pullprogress.Layer, len(layers))
 	var stalled time.Time
 	fetching, stalledLayers, busy := 0, 0, false
 	for i, l := range layers {
 		lp := l.snapshot(now)
 		out.Layers[i] = lp
 		switch {
+		case lp.State == pullprogress.LayerExists:
 		case out.Size >= 0 && lp.Size >= 0:
 			out.Size += lp.Size
 		default:
@@ -481,9 +397,9 @@ func (p *trackedPull) snapshot(now time.Time) PullProgress {
 		out.Unpacked += lp.Unpacked
 		out.RateBytesPerSecond += lp.RateBytesPerSecond
 		switch lp.State {
-		case LayerDone, LayerExists:
+		case pullprogress.LayerDone, pullprogress.LayerExists:
 			out.LayersDone++
-		case LayerFetching:
+		case pullprogress.LayerFetching:
 			fetching++
 			if !lp.StalledSince.IsZero() {
 				stalledLayers++
@@ -491,7 +407,7 @@ func (p *trackedPull) snapshot(now time.Time) PullProgress {
 					stalled = lp.StalledSince
 				}
 			}
-		case LayerUnpacking, LayerCommitting:
+		case pullprogress.LayerUnpacking, pullprogress.LayerCommitting:
 			busy = true
 		}
 	}
@@ -506,9 +422,9 @@ func (p *trackedPull) snapshot(now time.Time) PullProgress {
 }
 
 // snapshot reads l's figures at now.
-func (l *layerTrack) snapshot(now time.Time) LayerProgress {
+func (l *layerTrack) snapshot(now time.Time) pullprogress.Layer {
 	state := layerState(l.state.Load())
-	out := LayerProgress{Digest: l.digest, MediaType: l.mediaType, Size: l.size.Load(), Fetched: l.fetched.Load(),
+	out := pullprogress.Layer{Digest: l.digest, MediaType: l.mediaType, Size: l.size.Load(), Fetched: l.fetched.Load(),
 		Unpacked: l.unpacked.Load(), State: layerStateNames[state]}
 	if s := l.started.Load(); s != 0 {
 		out.StartedAt = time.Unix(0, s)

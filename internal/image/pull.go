@@ -294,7 +294,7 @@ var errTooManyLayers = fmt.Errorf("the image has more than %d layers, more than 
 type pullProgress struct {
 	ref      string
 	metrics  *pullMetrics
-	track    *trackedPull // the pull's live progress (progress.go)
+	track    *trackedPull   // the pull's live progress (progress.go)
 	watchdog *stallWatchdog // nil: none
 	// tooDeep, when set, is called once the pull has started more blobs
 	// than an image of maxImageLayers layers and its config have.

@@ -106,6 +106,9 @@ type Options struct {
 	Metrics     *metrics.Metrics
 	Failpoints  *failpoint.Set
 	Images      ImageStore
+	// Pulls, when set, serves podbay's pull progress service
+	// (pulls_list.go) on the socket.
+	Pulls PullProgress
 	// Cgroups reads and sizes cgroups; nil disables stats and pod
 	// cgroup limits.
 	Cgroups CgroupReader
@@ -255,6 +258,9 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor), grpc.ForceServerCodecV2(execSyncCodec{}))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, &imageService{store: opts.Images, intercept: s.unaryInterceptor, removals: &s.removals})
+	if opts.Pulls != nil {
+		s.grpc.RegisterService(&pullsServiceDesc, pullsServer{source: opts.Pulls})
+	}
 	s.stats = podstats.New(s.statsSources(opts))
 	s.bg.Add(1)
 	go func() {
