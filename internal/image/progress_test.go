@@ -63,6 +63,12 @@ func testLayers(sizes ...int64) []*onePassLayer {
 // requireMonotonic checks that no figure of next went back from prev.
 func requireMonotonic(t *testing.T, prev, next pullprogress.Pull) {
 	t.Helper()
+	if len(prev.Layers) > 0 && len(next.Layers) != len(prev.Layers) {
+		t.Fatalf("pull went from %d layers to %d", len(prev.Layers), len(next.Layers))
+	}
+	if len(prev.Layers) == 0 {
+		return // the manifest was not read yet
+	}
 	if next.Fetched < prev.Fetched || next.Unpacked < prev.Unpacked || next.LayersDone < prev.LayersDone {
 		t.Fatalf("pull figures went back: %+v then %+v", prev, next)
 	}
@@ -134,6 +140,11 @@ func TestProgressMonotonicReachesTotals(t *testing.T) {
 		step()
 		l.progress.done()
 		step()
+	}
+	p.logProgress()
+	if line := logs.String(); !strings.Contains(line, `msg="pull progress" ref=example.com/big:1 fetched=8000 size=8000`) ||
+		!strings.Contains(line, "layers_done=3 layers=3") {
+		t.Errorf("progress line not logged:\n%s", line)
 	}
 	p.finish(nil)
 	snap := tr.snapshot()
