@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podbay/podbay/internal/pullprogress"
 )
 
 // progressCollector exports the pulls in flight as gauges, read from the
@@ -31,7 +33,7 @@ func newProgressCollector() *progressCollector {
 			"Layers of the image pulls in flight, by state (waiting, fetching, unpacking, staged, committing, done, exists, failed).",
 			[]string{"state"}, nil),
 		bytes: prometheus.NewDesc("podbay_image_pull_in_flight_bytes",
-			"Bytes of the image pulls in flight, summed: size (compressed, from the manifests; layers of unknown size count 0), "+
+			"Bytes of the image pulls in flight, summed: size (compressed, from the manifests, of the layers to fetch; layers of unknown size count 0), "+
 				"fetched (compressed, received) and unpacked (decompressed, handed to the unpacker).",
 			[]string{"figure"}, nil),
 	}
@@ -73,7 +75,9 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 		fetched += s.Fetched
 		unpacked += s.Unpacked
 		for _, l := range s.Layers {
-			size += max(l.Size, 0)
+			if l.State != pullprogress.LayerExists {
+				size += max(l.Size, 0)
+			}
 			for i, name := range layerStateNames {
 				if name == l.State {
 					states[i]++

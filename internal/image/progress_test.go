@@ -13,6 +13,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.podman.io/image/v5/types"
 
 	"github.com/podbay/podbay/internal/log"
@@ -321,4 +322,62 @@ func TestProgressCopyEvents(t *testing.T) {
 	if got := tr.snapshot().Pulls[0]; got.LayersDone != 2 || got.Fetched != 300 {
 		t.Errorf("finished copy pull %+v, want 2 layers done, 300 B fetched", got)
 	}
+}
+
+// The gauges sum the pulls in flight, by layer state and figure, and
+// forget a pull once it finished.
+func TestProgressGauges(t *testing.T) {
+	clock := newFakeClock()
+	tr, ctx := newTestTracker(clock, &bytes.Buffer{})
+	reg := prometheus.NewPedanticRegistry()
+	if err := registerProgressCollector(reg, tr); err != nil {
+		t.Fatal(err)
+	}
+	p := tr.begin(ctx, "g")
+	layers := testLayers(10, 1000, 500)
+	p.onePassLayers(layers)
+	layers[1].progress.begin()
+	layers[1].progress.fetchedTo(400, 400)
+	_, _ = layers[1].progress.Write(make([]byte, 900))
+	for _, c := range []struct {
+		name, label string
+		want        float64
+	}{
+		{"podbay_image_pulls_in_flight", "", 1},
+		{"podbay_image_pull_in_flight_bytes", "size", 1500},
+		{"podbay_image_pull_in_flight_bytes", "fetched", 400},
+		{"podbay_image_pull_in_flight_bytes", "unpacked", 900},
+		{"podbay_image_pull_layers", "fetching", 1},
+		{"podbay_image_pull_layers", "waiting", 1},
+		{"podbay_image_pull_layers", "exists", 1},
+	} {
+		if got := gaugeValue(t, reg, c.name, c.label); got != c.want {
+			t.Errorf("%s{%s} = %v, want %v", c.name, c.label, got, c.want)
+		}
+	}
+	p.finish(errors.New("gone"))
+	if got := gaugeValue(t, reg, "podbay_image_pulls_in_flight", ""); got != 0 {
+		t.Errorf("%v pulls in flight after the end, want 0", got)
+	}
+}
+
+// gaugeValue is the value of name (with the label value label, if any) in reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" || m.GetLabel()[0].GetValue() == label {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{%s}", name, label)
+	return 0
 }
