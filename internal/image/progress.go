@@ -127,6 +127,9 @@ type rateSample struct {
 // begin tracks a new pull of ref, logged every logEvery while it runs
 // (from logEvery after its start) through ctx's logger. finish ends it.
 func (t *progressTracker) begin(ctx context.Context, ref string) *trackedPull {
+	if t == nil {
+		return nil // a Store not made by New
+	}
 	p := &trackedPull{tracker: t, ref: ref, started: t.now(), logger: log.G(ctx), stopLog: make(chan struct{})}
 	t.mu.Lock()
 	t.inFlight = append(t.inFlight, p)
@@ -139,17 +142,20 @@ func (t *progressTracker) begin(ctx context.Context, ref string) *trackedPull {
 
 // finish ends p with the pull's outcome: p moves to the finished pulls,
 // its figures frozen. A successful pull's remaining layers (copy.Image's,
-// committed with the image) are done.
+// committed with the image) are done; a failed one's begun layers, which
+// it dropped, failed.
 func (p *trackedPull) finish(err error) {
 	if p == nil {
 		return
 	}
 	close(p.stopLog)
-	if err == nil {
-		for _, l := range p.layerList() {
-			if !layerState(l.state.Load()).terminal() {
-				l.done()
-			}
+	for _, l := range p.layerList() {
+		switch state := layerState(l.state.Load()); {
+		case state.terminal():
+		case err == nil:
+			l.done()
+		case state != stateWaiting:
+			l.staged(err)
 		}
 	}
 	t := p.tracker
@@ -189,6 +195,9 @@ func (t *progressTracker) pruneLocked(now time.Time) {
 func (s *Store) Pulls() pullprogress.Snapshot { return s.progress.snapshot() }
 
 func (t *progressTracker) snapshot() pullprogress.Snapshot {
+	if t == nil {
+		return pullprogress.Snapshot{Time: time.Now()}
+	}
 	now := t.now()
 	t.mu.Lock()
 	t.pruneLocked(now)

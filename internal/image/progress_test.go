@@ -248,6 +248,9 @@ func TestProgressKeepsFinishedBounded(t *testing.T) {
 	tr, ctx := newTestTracker(clock, &bytes.Buffer{})
 	for i := range 20 {
 		p := tr.begin(ctx, fmt.Sprint("done", i))
+		layers := testLayers(0, 10, 10)
+		p.onePassLayers(layers)
+		layers[1].progress.begin()
 		clock.advance(time.Second)
 		var err error
 		if i == 19 {
@@ -265,8 +268,12 @@ func TestProgressKeepsFinishedBounded(t *testing.T) {
 	if s.Pulls[0].ImageRef != "running0" || s.Pulls[0].State != pullprogress.PullRunning {
 		t.Errorf("first listed %+v, want the oldest in flight", s.Pulls[0])
 	}
-	if f := s.Pulls[16]; f.ImageRef != "done19" || f.State != pullprogress.PullFailed || f.Error != "registry said no" {
-		t.Errorf("first finished %+v, want the newest, failed with its error", f)
+	if f := s.Pulls[16]; f.ImageRef != "done19" || f.State != pullprogress.PullFailed || f.Error != "registry said no" ||
+		f.Layers[1].State != pullprogress.LayerFailed || f.Layers[2].State != pullprogress.LayerWaiting {
+		t.Errorf("first finished %+v, want the newest, failed with its error, its begun layer failed", f)
+	}
+	if f := s.Pulls[17]; f.State != pullprogress.PullDone || f.Layers[1].State != pullprogress.LayerDone {
+		t.Errorf("second finished %+v, want done with its layers", f)
 	}
 	if f := s.Pulls[31]; f.ImageRef != "done4" {
 		t.Errorf("last finished %s, want done4 (the last 16)", f.ImageRef)
