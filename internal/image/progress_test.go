@@ -388,3 +388,23 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label string) floa
 	t.Fatalf("no %s{%s}", name, label)
 	return 0
 }
+
+// BenchmarkLayerFetchedTo is the tracker's cost on every Read of a
+// layer's blob and write of its decompressed stream.
+func BenchmarkLayerFetchedTo(b *testing.B) {
+	tr := newProgressTracker(nil)
+	tr.logEvery = 0
+	p := tr.begin(context.Background(), "bench")
+	layers := testLayers(0, 1<<40)
+	p.onePassLayers(layers)
+	l := layers[1].progress
+	l.begin()
+	buf := make([]byte, 32<<10)
+	b.ReportAllocs()
+	var total int64
+	for b.Loop() {
+		total += int64(len(buf))
+		l.fetchedTo(len(buf), total)
+		_, _ = l.Write(buf)
+	}
+}
