@@ -168,3 +168,53 @@ func waitForPull(t *testing.T, e *testEnv, ok func(pullprogress.Pull) bool) pull
 	t.Fatalf("the pull never got there: %s", fmt.Sprint(last))
 	return pullprogress.Pull{}
 }
+
+// A pull by copy.Image is tracked from its progress events: its layers,
+// not its config, each fetched in full and done at the end, the figures
+// never going back.
+func TestPullProgressCopyImage(t *testing.T) {
+	reg := newRegistry(t)
+	layers := []rawLayer{
+		gzipLayer(t, testTar(t, fileEntry("a", "first", 0))),
+		gzipLayer(t, testTar(t, fileEntry("b", "second", 0))),
+	}
+	reg.pushRaw("test/copy:1", layers...)
+	e := newEnv(t)
+	e.insecure(reg.host)
+	e.store.copyPull = true
+	var snaps []pullprogress.Pull
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if s := e.store.Pulls(); len(s.Pulls) > 0 && s.Pulls[0].State == pullprogress.PullRunning && len(s.Pulls[0].Layers) == 2 {
+				snaps = append(snaps, s.Pulls[0])
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	_, err := e.store.Pull(testCtx(t), reg.ref("test/copy:1"), nil)
+	close(stop)
+	<-sampled
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := e.store.Pulls().Pulls[0]
+	snaps = append(snaps, done)
+	for i := 1; i < len(snaps); i++ {
+		requireMonotonic(t, snaps[i-1], snaps[i])
+	}
+	if done.Engine != pullprogress.EngineCopy || done.State != pullprogress.PullDone || len(done.Layers) != 2 {
+		t.Fatalf("copy.Image pull %+v, want done by copy with 2 layers", done)
+	}
+	for i, l := range done.Layers {
+		if l.Digest != digest.FromBytes(layers[i].blob).String() || l.State != pullprogress.LayerDone || l.Fetched != int64(len(layers[i].blob)) {
+			t.Errorf("layer %d: %+v, want %s done with %d bytes", i, l, digest.FromBytes(layers[i].blob), len(layers[i].blob))
+		}
+	}
+}
