@@ -24,6 +24,9 @@ const usage = `usage: podbay [--socket PATH] [--timeout D] COMMAND
 commands:
   ps [-a] [-q]    list pods (-a: include not-ready pods; -q: IDs only)
   inspect POD...  print each pod's record, network settings included, as JSON
+  pulls [--json] [--watch]
+                  list image pulls in flight and finished in the last minute
+                  (--watch: again every second until none is in flight)
   version         print the daemon's version
   doctor          check the host and list leaks (podbay doctor -h)
 `
@@ -64,6 +67,8 @@ func run(args []string, out io.Writer) error {
 	defer cancel()
 
 	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
+	case "pulls":
+		return pulls(conn, *timeout, rest, out)
 	case "ps":
 		return ps(ctx, client, rest, out)
 	case "inspect":

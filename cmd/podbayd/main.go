@@ -179,6 +179,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, fps *failpoint.Set) (_ *
 		Metrics:        d.metrics,
 		Failpoints:     fps,
 		Images:         images,
+		Pulls:          images,
 		Cgroups:        cg,
 		Host:           host,
 		PauseBinary:    pauseBin,

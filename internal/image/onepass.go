@@ -81,6 +81,8 @@ type onePassLayer struct {
 	id     string // the storage layer ID (chainLayerID)
 	parent string // the parent's storage layer ID; "" for the base layer
 	exists bool   // already in storage: nothing to fetch
+	// progress is the layer's live progress (progress.go); nil: untracked.
+	progress *layerTrack
 
 	done chan struct{} // closed once out or err is set
 	out  *graphdriver.DriverWithDifferOutput
@@ -110,7 +112,7 @@ func layerMediaTypeOK(mt string) bool {
 // pullOnePass pulls named with the one-pass engine; a *fallbackError means
 // copy.Image must do it (nothing was stored).
 func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *types.SystemContext,
-	policy *signature.PolicyContext, events chan<- types.ProgressProperties) (*Image, error) {
+	policy *signature.PolicyContext, events chan<- types.ProgressProperties, track *trackedPull) (*Image, error) {
 	if drv, err := s.store.GraphDriver(); err != nil {
 		return nil, err
 	} else if _, ok := drv.(graphdriver.DriverWithDiffer); !ok {
@@ -168,6 +170,7 @@ func (s *Store) pullOnePass(ctx context.Context, named reference.Named, sys *typ
 	}
 
 	layers, parent := s.onePassLayers(blobs, ociConfig.RootFS.DiffIDs)
+	track.onePassLayers(layers)
 	if err := s.fetchAndCommitLayers(ctx, rawSrc, layers, events); err != nil {
 		return nil, err
 	}
@@ -314,6 +317,7 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 				defer workers.Done()
 				defer func() { <-sem }()
 				l.out, l.err = s.stageLayer(ctx, src, l, events)
+				l.progress.staged(l.err)
 				if l.err != nil {
 					cancel(l.err)
 				}
@@ -350,9 +354,11 @@ func (s *Store) fetchAndCommitLayers(ctx context.Context, src types.ImageSource,
 			return l.err
 		}
 		start := time.Now()
+		l.progress.committing()
 		if err := s.commitStagedLayer(l); err != nil {
 			return fmt.Errorf("commit layer %s: %w", l.blob.Digest, err)
 		}
+		l.progress.done()
 		// containers/storage has written the tar-split out and closed it.
 		l.out.TarSplit = nil
 		s.metrics.observePhase("layer", "commit", time.Since(start))
@@ -387,6 +393,7 @@ func (s *Store) commitStagedLayer(l *onePassLayer) error {
 // resumed (resume.go).
 func (s *Store) stageLayer(ctx context.Context, src types.ImageSource, l *onePassLayer,
 	events chan<- types.ProgressProperties) (out *graphdriver.DriverWithDifferOutput, err error) {
+	l.progress.begin()
 	events <- types.ProgressProperties{Event: types.ProgressEventNewArtifact, Artifact: l.blob}
 	var d *streamDiffer // the last attempt's
 	defer func() {
@@ -464,6 +471,7 @@ type streamDiffer struct {
 func (d *streamDiffer) Read(p []byte) (int, error) {
 	n, err := d.body.Read(p)
 	d.read += int64(n)
+	d.layer.progress.fetchedTo(n, d.read)
 	if now := time.Now(); n > 0 && now.Sub(d.lastReport) >= progressInterval {
 		d.events <- types.ProgressProperties{Event: types.ProgressEventRead, Artifact: d.layer.blob,
 			Offset: uint64(d.read), OffsetUpdate: uint64(d.read - d.reported)}
@@ -558,7 +566,7 @@ func (d *streamDiffer) ApplyDiff(dest string, options *archive.TarOptions, diffe
 	}
 	defer ids.close()
 	var size countWriter
-	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, ids.logger))
+	tee := io.TeeReader(uncompressed, io.MultiWriter(diffIDDigester.Hash(), &size, ids.logger, l.progress))
 	// The tar-split (the tar headers containers/storage keeps to rebuild
 	// the layer's tar, about 1 KiB a file) goes to an unlinked file beside
 	// the staged directory, not to memory: a layer of millions of files

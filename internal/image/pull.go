@@ -130,8 +130,10 @@ func (s *Store) PullForNamespace(ctx context.Context, ref string, auth *Auth, na
 // pull tries each candidate in turn.
 func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Named, auth *Auth, policyFile string) (img *Image, retErr error) {
 	start := time.Now()
+	track := s.progress.begin(ctx, ref)
 	s.layerWriters.RLock()
 	defer func() {
+		track.finish(retErr)
 		s.layerWriters.RUnlock()
 		if retErr != nil {
 			// A layer committed before the failure is not referenced by
@@ -157,7 +159,8 @@ func (s *Store) pull(ctx context.Context, ref string, candidates []reference.Nam
 
 	var errs []error
 	for _, named := range candidates {
-		progress := &pullProgress{ref: named.String(), metrics: s.metrics}
+		track.tryCandidate(named.String())
+		progress := &pullProgress{ref: named.String(), metrics: s.metrics, track: track}
 		progress.times.start = start
 		img, err := s.copyFromRegistry(ctx, named, sys, policy, progress)
 		if err == nil {
@@ -251,7 +254,7 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 	var img *Image
 	var fb *fallbackError
 	if !s.copyPull {
-		img, err = s.pullOnePass(ctx, named, sys, policy, events)
+		img, err = s.pullOnePass(ctx, named, sys, policy, events, progress.track)
 		if errors.As(err, &fb) {
 			log.G(ctx).Info("pulling with containers/image's copy", "ref", named.String(), "reason", fb.reason)
 			img, err = nil, nil
@@ -259,13 +262,15 @@ func (s *Store) copyFromRegistry(ctx context.Context, named reference.Named, sys
 	}
 	if img == nil && err == nil {
 		progress.copyImage = true
+		copyEvents, stopCopyEvents := progress.track.copyEvents(events)
 		_, err = copy.Image(ctx, policy, dest, src, &copy.Options{
 			SourceCtx:               sys,
 			DestinationCtx:          sys,
 			ProgressInterval:        progressInterval,
-			Progress:                events,
+			Progress:                copyEvents,
 			ReportResolvedReference: &resolved,
 		})
+		stopCopyEvents()
 	}
 	progress.times.copyEnd = time.Now()
 	close(events)
@@ -311,6 +316,7 @@ var errTooManyLayers = fmt.Errorf("the image has more than %d layers, more than 
 type pullProgress struct {
 	ref      string
 	metrics  *pullMetrics
+	track    *trackedPull   // the pull's live progress (progress.go)
 	watchdog *stallWatchdog // nil: none
 	// tooDeep, when set, is called once the pull has started more blobs
 	// than an image of maxImageLayers layers and its config have.

@@ -179,6 +179,7 @@ func (s *Store) openLayerBody(ctx context.Context, src types.ImageSource, l *one
 	s.metrics.observePhase("layer", "fetch", time.Since(start))
 	if l.blob.Size < 0 && size >= 0 {
 		l.blob.Size, b.size = size, size
+		l.progress.setSize(size)
 	}
 	b.net = rc
 	return b, nil

@@ -139,6 +139,8 @@ type Store struct {
 	pinned  atomic.Pointer[map[string]bool]
 	paths   atomic.Pointer[registryPaths]
 	metrics *pullMetrics
+	// progress tracks the pulls in flight (progress.go).
+	progress *progressTracker
 	// reserve is space held back so that a root filesystem can be removed
 	// on a full disk.
 	reserve *spaceReserve
@@ -222,6 +224,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		reserve:  &spaceReserve{path: filepath.Join(st.GraphRoot(), "podbay-reserve"), size: reserveSize},
 		pulls:    make(map[string]*pullCall),
 		info:     make(map[string]*imageInfo),
+		progress: newProgressTracker(nil),
 	}
 	if s.gunzip, err = newGunzipper(cfg.GzipDecompressor); err != nil {
 		if cfg.GzipDecompressor != "" && cfg.GzipDecompressor != GzipDecompressorAuto {
@@ -234,6 +237,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s.paths.Store(&registryPaths{conf: cfg.RegistriesConf, dir: cfg.RegistriesConfDir})
 	if cfg.Metrics != nil {
 		if s.metrics, err = newPullMetrics(cfg.Metrics); err != nil {
+			_, _ = st.Shutdown(false)
+			return nil, err
+		}
+		if err := registerProgressCollector(cfg.Metrics, s.progress); err != nil {
 			_, _ = st.Shutdown(false)
 			return nil, err
 		}

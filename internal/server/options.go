@@ -79,6 +79,9 @@ type Options struct {
 	Metrics     *metrics.Metrics
 	Failpoints  *failpoint.Set
 	Images      ImageStore
+	// Pulls, when set, serves podbay's pull progress service
+	// (pulls_list.go) on the socket.
+	Pulls PullProgress
 	// Cgroups reads and sizes cgroups; nil disables stats and pod
 	// cgroup limits.
 	Cgroups CgroupReader

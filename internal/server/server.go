@@ -158,6 +158,9 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.unaryInterceptor), grpc.ForceServerCodecV2(grpcserver.ExecSyncCodec{}))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, s.newImageService())
+	if opts.Pulls != nil {
+		s.grpc.RegisterService(&pullsServiceDesc, pullsServer{source: opts.Pulls})
+	}
 	s.stats = podstats.New(s.statsSources(opts))
 	s.bg.Add(1)
 	go func() {
