@@ -14,11 +14,12 @@ type Mirror struct {
 	Prefix   string // "k8s"
 }
 
-// CritestMirrors are the registries critest (cri-tools v1.34) pulls from,
+// CritestMirrors are the registries critest (cri-tools v1.37) pulls from,
 // and the prefixes CritestImages serves their images under.
 func CritestMirrors() []Mirror {
 	return []Mirror{
 		{Registry: "registry.k8s.io", Prefix: "k8s"},
+		{Registry: "k8s.gcr.io", Prefix: "k8sgcr"},
 		{Registry: "gcr.io", Prefix: "gcr"},
 		{Registry: "public.ecr.aws", Prefix: "ecr"},
 		{Registry: "docker.io", Prefix: "docker"},
@@ -62,7 +63,7 @@ type CritestOptions struct {
 // the others the stand-in layer.
 var critestPlatforms = []string{"linux/amd64", "linux/arm", "linux/arm64", "linux/ppc64le", "linux/s390x"}
 
-// CritestImages are stand-ins for every image critest v1.34 pulls, served
+// CritestImages are stand-ins for every image critest v1.37 pulls, served
 // under their upstream names behind CritestMirrors (repository
 // "gcr/k8s-staging-cri-tools/test-image-tags" for
 // gcr.io/k8s-staging-cri-tools/test-image-tags). Build them with a Builder
@@ -100,7 +101,10 @@ var critestPlatforms = []string{"linux/amd64", "linux/arm", "linux/arm64", "linu
 //     (USER 1000, default-user in group-defined-in-image, GID 50000).
 //     test-image-digest is not served: critest pulls it by a digest no
 //     rebuild can match.
-//   - registry.k8s.io/pause:3.10, as DefaultImages' pause.
+//   - registry.k8s.io/pause:3.10 and :3.9, as DefaultImages' pause, and
+//     k8s.gcr.io/pause:3.9, the same image (one ID) from another registry
+//     (the specs "should be able to pull the same image from different
+//     registries" and Image ID consistency across registries).
 //   - public.ecr.aws/docker/library/busybox:1.35.0-glibc, 1-uclibc, 1,
 //     1-glibc, 1-musl, latest (the image benchmarks) and
 //     docker.io/library/busybox:latest: one busybox image.
@@ -217,7 +221,8 @@ func CritestImages(opts CritestOptions) ([]Spec, error) {
 			Config:    Config{Env: []string{DefaultPath}, Entrypoint: []string{"/usr/local/bin/nnp"}},
 			Platforms: multiArch,
 		},
-		pauseSpec(served("registry.k8s.io/pause"), []string{"3.10"}, opts.PauseBinary),
+		pauseSpec(served("registry.k8s.io/pause"), []string{"3.10", "3.9"}, opts.PauseBinary),
+		pauseSpec(served("k8s.gcr.io/pause"), []string{"3.9"}, opts.PauseBinary),
 
 		gcr("test-image-latest", []string{"latest"}, marker("test-image-latest"), busybox),
 		gcr("test-image-tag", []string{"test"}, marker("test"), busybox),
