@@ -262,6 +262,7 @@ func (c *Collector) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsSt
 	if st, hierarchy, ok := c.podSample(ctx, rec); ok {
 		pod = pod.at(st.Timestamp)
 		pod.addCgroup(st, hierarchy)
+		pod.addIO(st.IO, c.devs.name)
 	}
 	if hasOwnNetwork(rec) {
 		if devs, err := podNetDev(rec); err == nil {
@@ -336,6 +337,7 @@ func addStats(a, b *cgroups.Stats) {
 	a.MemoryDetail.KernelUsage += b.MemoryDetail.KernelUsage
 	a.MemoryDetail.Failcnt += b.MemoryDetail.Failcnt
 	a.Pids.Current += b.Pids.Current
+	a.IO = cgroups.AddIO(a.IO, b.IO)
 }
 
 // containerMetrics gathers a running container's metrics; nil for one
@@ -368,6 +370,7 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 	case st != nil:
 		m = m.at(st.Timestamp)
 		m.addCgroup(st, false)
+		m.addIO(st.IO, c.devs.name)
 	}
 
 	m = m.at(time.Now())

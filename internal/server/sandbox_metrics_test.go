@@ -30,6 +30,8 @@ var wantMetricNames = []string{
 	"container_network_transmit_bytes_total", "container_network_transmit_packets_total",
 	"container_network_transmit_packets_dropped_total", "container_network_transmit_errors_total",
 	"container_fs_usage_bytes", "container_fs_limit_bytes", "container_fs_inodes_total", "container_fs_inodes_free",
+	"container_blkio_device_usage_total", "container_fs_reads_bytes_total", "container_fs_reads_total",
+	"container_fs_writes_bytes_total", "container_fs_writes_total",
 	"container_processes", "container_threads", "container_threads_max", "container_file_descriptors", "container_sockets",
 	"container_ulimits_soft", "container_last_seen", "container_start_time_seconds",
 	"container_spec_cpu_period", "container_spec_cpu_quota", "container_spec_cpu_shares", "container_spec_memory_limit_bytes",

@@ -101,10 +101,13 @@ var critestPlatforms = []string{"linux/amd64", "linux/arm", "linux/arm64", "linu
 //     (USER 1000, default-user in group-defined-in-image, GID 50000).
 //     test-image-digest is not served: critest pulls it by a digest no
 //     rebuild can match.
-//   - registry.k8s.io/pause:3.10 and :3.9, as DefaultImages' pause, and
-//     k8s.gcr.io/pause:3.9, the same image (one ID) from another registry
-//     (the specs "should be able to pull the same image from different
-//     registries" and Image ID consistency across registries).
+//   - registry.k8s.io/pause:3.10, as DefaultImages' pause; pause:3.9, the
+//     same with a marker file /pause-3.9 (another image: the specs count
+//     its tags, and 3.10 is the daemon's sandbox image), served as
+//     registry.k8s.io/pause:3.9 and k8s.gcr.io/pause:3.9, one image from
+//     two registries (the specs "removing image from one registry should
+//     remove all tags from other registries" and the image ID consistency
+//     ones).
 //   - public.ecr.aws/docker/library/busybox:1.35.0-glibc, 1-uclibc, 1,
 //     1-glibc, 1-musl, latest (the image benchmarks) and
 //     docker.io/library/busybox:latest: one busybox image.
@@ -160,6 +163,13 @@ func CritestImages(opts CritestOptions) ([]Spec, error) {
 			Config:     cfg,
 			Platforms:  multiArch,
 		}
+	}
+	// pause39 is the pause image with a marker: not the sandbox image
+	// (3.10), whose names would show among its tags.
+	pause39 := func(repo string) Spec {
+		p := pauseSpec(repo, []string{"3.9"}, opts.PauseBinary)
+		p.Files = append(p.Files, marker("pause-3.9")...)
+		return p
 	}
 	nginx := func(repo string, tags []string, port int, platforms []string) Spec {
 		return Spec{
@@ -221,8 +231,9 @@ func CritestImages(opts CritestOptions) ([]Spec, error) {
 			Config:    Config{Env: []string{DefaultPath}, Entrypoint: []string{"/usr/local/bin/nnp"}},
 			Platforms: multiArch,
 		},
-		pauseSpec(served("registry.k8s.io/pause"), []string{"3.10", "3.9"}, opts.PauseBinary),
-		pauseSpec(served("k8s.gcr.io/pause"), []string{"3.9"}, opts.PauseBinary),
+		pauseSpec(served("registry.k8s.io/pause"), []string{"3.10"}, opts.PauseBinary),
+		pause39(served("registry.k8s.io/pause")),
+		pause39(served("k8s.gcr.io/pause")),
 
 		gcr("test-image-latest", []string{"latest"}, marker("test-image-latest"), busybox),
 		gcr("test-image-tag", []string{"test"}, marker("test"), busybox),
