@@ -332,8 +332,11 @@ fi
 echo "host: $(nproc) CPUs, Linux $(uname -r), $(runc --version | head -n1), $(conmon --version | head -n1)"
 echo "critest $("$bin/critest" --version 2>/dev/null | sed -n 's/^critest version: //p'), podbayd $(crictl version 2>/dev/null | awk '/RuntimeVersion/ {print $2}'), images from $(sed -n 's/^# Every registry below is served by the local registry at \(.*\)\.$/\1/p' "$registries_conf")"
 
+# --nri-socket: critest v1.37's NRI specs register their plugin on the
+# daemon's NRI socket (write_daemon_config's [nri] socket_path).
 args=(--config "$crictl_conf" --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock"
-	--runtime-handler "$handler" --ginkgo.no-color --ginkgo.json-report "$report" --ginkgo.timeout 13m)
+	--runtime-handler "$handler" --nri-socket "$tmp/nri.sock"
+	--ginkgo.no-color --ginkgo.json-report "$report" --ginkgo.timeout 13m)
 for s in "${skipped_specs[@]}"; do
 	args+=(--ginkgo.skip "$s")
 done
