@@ -387,15 +387,18 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 	return &runtimeapi.ContainerMetrics{ContainerId: rec.ID, Metrics: m.out}
 }
 
-// addProcesses adds the process count and, where the processes are the
-// host's, their open file descriptors and sockets. vm handlers report the
-// processes the shim lists (inside the VM for Kata), without descriptors.
+// addProcesses adds the process count and the open file descriptors and
+// sockets of the processes in the container's host cgroup, as cAdvisor
+// counts them. vm handlers report the processes the shim lists (inside
+// the VM for Kata); their descriptors are counted where the container has
+// a host cgroup (containerd-shim-runc-v2's containers do; its cgroup.procs
+// lists host processes only, so a PID inside a VM is never read), and are
+// absent where it has none.
 func (c *Collector) addProcesses(ctx context.Context, m *metricSet, task runtime.TaskReporter, rec container.Record) {
 	if task != nil {
 		if pids, err := task.TaskPids(ctx, rec.ID); err == nil {
 			m.add(mProcesses, uint64(len(pids)))
 		}
-		return
 	}
 	if c.src.Cgroups == nil {
 		return
@@ -404,7 +407,9 @@ func (c *Collector) addProcesses(ctx context.Context, m *metricSet, task runtime
 	if err != nil {
 		return
 	}
-	m.add(mProcesses, uint64(len(pids)))
+	if task == nil {
+		m.add(mProcesses, uint64(len(pids)))
+	}
 	fds, sockets := countFDs(pids)
 	m.add(mFileDescriptors, fds)
 	m.add(mSockets, sockets)
