@@ -75,12 +75,14 @@ func seconds(nanos uint64) uint64 { return nanos / uint64(time.Second) }
 
 // addCgroup adds the CPU, memory, process-count and pressure metrics of a
 // sample. hierarchyOnly: the sample is of a cgroup with children (a pod),
-// whose counters are the hierarchy's, not its own.
-func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly bool) {
+// whose counters are the hierarchy's, not its own. The CFS counters are
+// sent where a CPU quota is set (quota: the container's spec says so, as
+// cAdvisor decides) or periods elapsed, zeros included.
+func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly, quota bool) {
 	m.add(mCPUUsage, seconds(st.CPU.UsageNanos), "total")
 	m.add(mCPUUser, seconds(st.CPU.UserNanos))
 	m.add(mCPUSystem, seconds(st.CPU.SystemNanos))
-	if st.CPU.Periods > 0 {
+	if quota || st.CPU.Periods > 0 {
 		m.add(mCPUCFSPeriods, st.CPU.Periods)
 		m.add(mCPUCFSThrottledPeriods, st.CPU.ThrottledPeriods)
 		m.add(mCPUCFSThrottledSeconds, seconds(st.CPU.ThrottledNanos))
@@ -182,6 +184,14 @@ func (m *metricSet) addSpec(spec *specs.Spec) {
 	}
 }
 
+// hasCPUQuota reports whether spec sets a CPU quota (CFS bandwidth).
+func hasCPUQuota(spec *specs.Spec) bool {
+	if spec == nil || spec.Linux == nil || spec.Linux.Resources == nil || spec.Linux.Resources.CPU == nil {
+		return false
+	}
+	return deref(spec.Linux.Resources.CPU.Quota) > 0
+}
+
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {
@@ -261,7 +271,7 @@ func (c *Collector) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsSt
 
 	if st, hierarchy, ok := c.podSample(ctx, rec); ok {
 		pod = pod.at(st.Timestamp)
-		pod.addCgroup(st, hierarchy)
+		pod.addCgroup(st, hierarchy, false)
 		pod.addIO(st.IO, c.devs.name)
 	}
 	if hasOwnNetwork(rec) {
@@ -354,6 +364,7 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 		m.add(mStartTime, uint64(rec.StartedAt.Unix()))
 	}
 
+	spec := c.src.Specs.Get(rec.BundleDir())
 	task := c.task(rec)
 	var st *cgroups.Stats
 	var err error
@@ -369,7 +380,7 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 		log.G(ctx).Warn("container metrics", "container", rec.ID, "err", err)
 	case st != nil:
 		m = m.at(st.Timestamp)
-		m.addCgroup(st, false)
+		m.addCgroup(st, false, hasCPUQuota(spec))
 		m.addIO(st.IO, c.devs.name)
 	}
 
@@ -383,7 +394,7 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 			m.add(mFsInodesFree, fs.inodesFree, fs.device)
 		}
 	}
-	m.addSpec(c.src.Specs.Get(rec.BundleDir()))
+	m.addSpec(spec)
 	return &runtimeapi.ContainerMetrics{ContainerId: rec.ID, Metrics: m.out}
 }
 
