@@ -180,7 +180,7 @@ test-node:
 clean:
 	rm -rf $(BIN)
 
-# CRI conformance: cri-tools' critest v1.34.0 (built from the tools/ module)
+# CRI conformance: cri-tools' critest v1.37.0 (built from the tools/ module)
 # against a fresh podbayd, offline, with stand-in images; prints every spec
 # that did not pass and "N passed, N failed, N skipped" last. critest-bench
 # runs critest -benchmark and prints p50/p95 per operation (BENCH_N samples).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# critest.sh runs cri-tools' CRI conformance suite, critest v1.34.0 (built
+# critest.sh runs cri-tools' CRI conformance suite, critest v1.37.0 (built
 # from the tools/ module), against a fresh podbayd, offline:
 #
 #   - crictl and critest come from tools/ (a separate Go module, so their
@@ -8,9 +8,11 @@
 #   - The images critest pulls are stand-ins (test/testimage
 #     CritestImages) served by podbay-testimages --critest from a registry on
 #     a free loopback port, under their upstream names; the daemon's
-#     registries.conf mirrors registry.k8s.io, gcr.io, public.ecr.aws and
-#     docker.io to it, so critest runs with its default image names (not
-#     --registry-prefix, which v1.34 applies inconsistently). Their busybox
+#     registries.conf mirrors registry.k8s.io, k8s.gcr.io, gcr.io,
+#     public.ecr.aws and docker.io to it, so critest runs with its default
+#     image names (not --registry-prefix, which v1.34 applied
+#     inconsistently; v1.37 pulls pause:3.9 from both registry.k8s.io and
+#     k8s.gcr.io to compare their IDs). Their busybox
 #     is Debian's dynamically linked busybox package, fetched with
 #     `apt-get download` (busybox-static's shell runs its own ls even where
 #     /bin/ls is masked) and kept in bin/debian-busybox.
@@ -79,7 +81,7 @@ readonly subnet=10.197.0.0/24
 allowed_failures=(
 	# critest pulls gcr.io/k8s-staging-cri-tools/test-image-digest by the
 	# digest sha256:9700f9..., which no offline rebuild can reproduce;
-	# containerd 1.6 fails it on this machine too.
+	# containerd 1.6 fails it on this machine too (critest v1.34).
 	'Image Manager public image with digest should be pulled and removed'
 )
 
@@ -330,8 +332,11 @@ fi
 echo "host: $(nproc) CPUs, Linux $(uname -r), $(runc --version | head -n1), $(conmon --version | head -n1)"
 echo "critest $("$bin/critest" --version 2>/dev/null | sed -n 's/^critest version: //p'), podbayd $(crictl version 2>/dev/null | awk '/RuntimeVersion/ {print $2}'), images from $(sed -n 's/^# Every registry below is served by the local registry at \(.*\)\.$/\1/p' "$registries_conf")"
 
+# --nri-socket: critest v1.37's NRI specs register their plugin on the
+# daemon's NRI socket (write_daemon_config's [nri] socket_path).
 args=(--config "$crictl_conf" --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock"
-	--runtime-handler "$handler" --ginkgo.no-color --ginkgo.json-report "$report" --ginkgo.timeout 13m)
+	--runtime-handler "$handler" --nri-socket "$tmp/nri.sock"
+	--ginkgo.no-color --ginkgo.json-report "$report" --ginkgo.timeout 13m)
 for s in "${skipped_specs[@]}"; do
 	args+=(--ginkgo.skip "$s")
 done

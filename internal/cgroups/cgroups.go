@@ -62,6 +62,7 @@ const (
 	ctrlCPUAcct = "cpuacct"
 	ctrlMemory  = "memory"
 	ctrlPids    = "pids"
+	ctrlBlkio   = "blkio"
 )
 
 // Reader reads cgroups under one root. It is immutable after New and safe
@@ -89,7 +90,7 @@ func New(root string) (*Reader, error) {
 		return nil, fmt.Errorf("detect cgroup layout: %w", err)
 	}
 	v1 := make(map[string]string)
-	for _, ctrl := range []string{ctrlCPU, ctrlCPUAcct, ctrlMemory, ctrlPids} {
+	for _, ctrl := range []string{ctrlCPU, ctrlCPUAcct, ctrlMemory, ctrlPids, ctrlBlkio} {
 		if dir, ok := findV1Hierarchy(root, entries, ctrl); ok {
 			v1[ctrl] = dir
 		}

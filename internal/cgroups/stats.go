@@ -25,6 +25,12 @@ type Stats struct {
 	// where the runtime made the same cgroup there); nil where the kernel
 	// exposes none.
 	PSI *PSIStats
+	// IO is the block I/O of the cgroup and its descendants, by device
+	// (v1 blkio throttle counters, v2 io.stat); nil where the blkio or io
+	// controller is not there. On cgroup v1 the kernel counts only I/O
+	// that passed blk-throttle: with no throttle limit on the device
+	// anywhere above the cgroup, the counters stay 0.
+	IO []DeviceIO
 }
 
 // CPUStats is CPU time in nanoseconds, and CFS throttling.

@@ -14,7 +14,7 @@ const userHZ = 100
 
 // statsV1 reads a cgroup from the v1 hierarchies. The cgroup must exist in
 // the cpuacct and memory hierarchies that are mounted; the cpu and pids
-// ones are read where the cgroup exists in them.
+// ones, and blkio, are read where the cgroup exists in them.
 func (r *Reader) statsV1(rel string) (*Stats, error) {
 	cpuacct, hasCPUAcct := r.v1[ctrlCPUAcct]
 	memory, hasMemory := r.v1[ctrlMemory]
@@ -58,6 +58,13 @@ func (r *Reader) statsV1(rel string) (*Stats, error) {
 		if err := readPids(dir, &s.Pids); err != nil {
 			return nil, err
 		}
+	}
+	if dir, ok := r.optionalDir(ctrlBlkio, rel); ok {
+		io, err := readIOV1(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.IO = io
 	}
 	return s, nil
 }

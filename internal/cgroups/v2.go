@@ -28,6 +28,9 @@ func (r *Reader) statsV2(rel string) (*Stats, error) {
 	if err := readPids(dir, &s.Pids); err != nil {
 		return nil, err
 	}
+	if s.IO, err = readIOV2(dir); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -38,7 +38,7 @@ func HostChecks(p Probe, o CheckOptions) []Result {
 	out = append(out, CheckConmon(p, cfg), o.CNI)
 	out = append(out, CheckIptables(p))
 	layout := CheckCgroupLayout(p, cfg)
-	out = append(out, layout, CheckControllers(p))
+	out = append(out, layout, CheckCgroupVersion(p), CheckControllers(p))
 	out = append(out, CheckKernel(p, cfg)...)
 	out = append(out, CheckPorts(p, cfg, o.DaemonPID)...)
 	out = append(out, CheckCapabilities(p, cfg, o.DaemonPID))
@@ -209,6 +209,24 @@ func CheckCgroupLayout(p Probe, cfg *config.Config) Result {
 			"%s; cgroup_driver = %q but PID 1 is %s, not systemd", desc, cfg.CgroupDriver, init)
 	}
 	return ok("cgroups", "%s; PID 1 is %s (no systemd): driver %s fits", desc, init, driver)
+}
+
+// CheckCgroupVersion warns on a cgroup v1 host (hybrid included):
+// Kubernetes 1.35 deprecated cgroup v1, and from 1.35 on the kubelet does
+// not start there unless its KubeletConfiguration sets failCgroupV1: false
+// (k8s.io/kubelet config/v1beta1, default true). podbay itself runs on
+// both.
+func CheckCgroupVersion(p Probe) Result {
+	layout, err := cgroupLayout(p)
+	if err != nil {
+		return fail("cgroup version", "mount the cgroup file systems", "%v", err)
+	}
+	if layout == CgroupV2 {
+		return ok("cgroup version", "cgroup v2, which Kubernetes 1.35 and later kubelets require by default")
+	}
+	return warn("cgroup version",
+		"boot the node with cgroup v2 (systemd.unified_cgroup_hierarchy=1, or cgroup_no_v1=all without systemd), or set failCgroupV1: false in the kubelet's KubeletConfiguration",
+		"cgroup %s: Kubernetes 1.35 and later kubelets refuse to start on cgroup v1 unless their configuration sets failCgroupV1: false (cgroup v1 is deprecated)", layout)
 }
 
 // CheckControllers checks the memory, cpu and pids controllers.

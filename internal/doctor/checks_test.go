@@ -121,6 +121,20 @@ func TestCheckCgroupLayout(t *testing.T) {
 	}
 }
 
+func TestCheckCgroupVersion(t *testing.T) {
+	for _, layout := range []string{CgroupHybrid, CgroupV1} {
+		r := CheckCgroupVersion(cgroupHost(layout, "init"))
+		wantVerdict(t, r, Warn, "failCgroupV1: false")
+		if !strings.Contains(r.Fix, "failCgroupV1: false") || !strings.Contains(r.Fix, "cgroup v2") {
+			t.Errorf("%s: fix %q names neither the kubelet setting nor cgroup v2", layout, r.Fix)
+		}
+	}
+	wantVerdict(t, CheckCgroupVersion(cgroupHost(CgroupV2, "systemd")), OK, "cgroup v2")
+	if r := CheckCgroupVersion(newFakeProbe()); r.Verdict != Fail {
+		t.Errorf("no cgroup mount: %+v", r)
+	}
+}
+
 func TestCheckControllers(t *testing.T) {
 	wantVerdict(t, CheckControllers(cgroupHost(CgroupHybrid, "x")), OK, "memory, cpu, pids present (v1 (hybrid))")
 	wantVerdict(t, CheckControllers(cgroupHost(CgroupV2, "x")), OK, "(v2)")

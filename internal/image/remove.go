@@ -16,7 +16,9 @@ import (
 // says removing an image by one of several tags removes every tag, even
 // across repositories. An image a root filesystem was created from, or
 // that an image volume mounts, is ErrFailedPrecondition; an unknown ref
-// ErrNotFound (the CRI server makes RemoveImage idempotent).
+// ErrNotFound (the CRI server makes RemoveImage idempotent). An image that
+// resolved but vanished before it could be deleted (a concurrent Remove of
+// the same image won) is removed: nil.
 func (s *Store) Remove(ctx context.Context, ref string) error {
 	m, err := s.resolve(ref)
 	if err != nil {
@@ -29,6 +31,8 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 	return nil
 }
 
+// deleteImage deletes image id from the storage. An id the storage no
+// longer holds is success: the image is gone, whoever removed it.
 func (s *Store) deleteImage(id string) error {
 	if img, err := s.store.Image(id); err == nil && img.TopLayer != "" {
 		// Under the lock of its top layer: no image volume mounts it
@@ -44,8 +48,10 @@ func (s *Store) deleteImage(id string) error {
 	switch {
 	case errors.Is(err, storage.ErrImageUsedByContainer):
 		return fmt.Errorf("remove image %s: %w: %w", id, err, errdefs.ErrFailedPrecondition)
-	case errors.Is(err, storage.ErrImageUnknown):
-		return fmt.Errorf("remove image %s: %w", id, errdefs.ErrNotFound)
+	case errors.Is(err, storage.ErrImageUnknown), errors.Is(err, storage.ErrNotAnImage):
+		// Deleted meanwhile by a concurrent removal (containers/storage
+		// answers ErrNotAnImage for an ID it no longer holds).
+		return nil
 	case err != nil:
 		return fmt.Errorf("remove image %s: %w", id, err)
 	}

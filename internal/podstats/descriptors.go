@@ -57,6 +57,12 @@ const (
 	mFsInodesTotal
 	mFsInodesFree
 
+	mBlkioDeviceUsage
+	mFsReadsBytes
+	mFsReads
+	mFsWritesBytes
+	mFsWrites
+
 	mProcesses
 	mThreads
 	mThreadsMax
@@ -132,6 +138,12 @@ var metricDefs = [numMetrics]metricDef{
 	mFsLimit:       {"container_fs_limit_bytes", "Number of bytes that can be consumed by the container on this filesystem.", []string{"device"}, gauge},
 	mFsInodesTotal: {"container_fs_inodes_total", "Number of Inodes", []string{"device"}, gauge},
 	mFsInodesFree:  {"container_fs_inodes_free", "Number of available Inodes", []string{"device"}, gauge},
+
+	mBlkioDeviceUsage: {"container_blkio_device_usage_total", "Blkio Device bytes usage", []string{"device", "major", "minor", "operation"}, counter},
+	mFsReadsBytes:     {"container_fs_reads_bytes_total", "Cumulative count of bytes read", []string{"device"}, counter},
+	mFsReads:          {"container_fs_reads_total", "Cumulative count of reads completed", []string{"device"}, counter},
+	mFsWritesBytes:    {"container_fs_writes_bytes_total", "Cumulative count of bytes written", []string{"device"}, counter},
+	mFsWrites:         {"container_fs_writes_total", "Cumulative count of writes completed", []string{"device"}, counter},
 
 	mProcesses:       {"container_processes", "Number of processes running inside the container.", nil, gauge},
 	mThreads:         {"container_threads", "Number of threads running inside the container", nil, gauge},

@@ -75,12 +75,14 @@ func seconds(nanos uint64) uint64 { return nanos / uint64(time.Second) }
 
 // addCgroup adds the CPU, memory, process-count and pressure metrics of a
 // sample. hierarchyOnly: the sample is of a cgroup with children (a pod),
-// whose counters are the hierarchy's, not its own.
-func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly bool) {
+// whose counters are the hierarchy's, not its own. The CFS counters are
+// sent where a CPU quota is set (quota: the container's spec says so, as
+// cAdvisor decides) or periods elapsed, zeros included.
+func (m *metricSet) addCgroup(st *cgroups.Stats, hierarchyOnly, quota bool) {
 	m.add(mCPUUsage, seconds(st.CPU.UsageNanos), "total")
 	m.add(mCPUUser, seconds(st.CPU.UserNanos))
 	m.add(mCPUSystem, seconds(st.CPU.SystemNanos))
-	if st.CPU.Periods > 0 {
+	if quota || st.CPU.Periods > 0 {
 		m.add(mCPUCFSPeriods, st.CPU.Periods)
 		m.add(mCPUCFSThrottledPeriods, st.CPU.ThrottledPeriods)
 		m.add(mCPUCFSThrottledSeconds, seconds(st.CPU.ThrottledNanos))
@@ -182,6 +184,14 @@ func (m *metricSet) addSpec(spec *specs.Spec) {
 	}
 }
 
+// hasCPUQuota reports whether spec sets a CPU quota (CFS bandwidth).
+func hasCPUQuota(spec *specs.Spec) bool {
+	if spec == nil || spec.Linux == nil || spec.Linux.Resources == nil || spec.Linux.Resources.CPU == nil {
+		return false
+	}
+	return deref(spec.Linux.Resources.CPU.Quota) > 0
+}
+
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {
@@ -261,7 +271,8 @@ func (c *Collector) podMetrics(ctx context.Context, sb *sandbox.Sandbox, fs fsSt
 
 	if st, hierarchy, ok := c.podSample(ctx, rec); ok {
 		pod = pod.at(st.Timestamp)
-		pod.addCgroup(st, hierarchy)
+		pod.addCgroup(st, hierarchy, false)
+		pod.addIO(st.IO, c.devs.name)
 	}
 	if hasOwnNetwork(rec) {
 		if devs, err := podNetDev(rec); err == nil {
@@ -336,6 +347,7 @@ func addStats(a, b *cgroups.Stats) {
 	a.MemoryDetail.KernelUsage += b.MemoryDetail.KernelUsage
 	a.MemoryDetail.Failcnt += b.MemoryDetail.Failcnt
 	a.Pids.Current += b.Pids.Current
+	a.IO = cgroups.AddIO(a.IO, b.IO)
 }
 
 // containerMetrics gathers a running container's metrics; nil for one
@@ -352,6 +364,7 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 		m.add(mStartTime, uint64(rec.StartedAt.Unix()))
 	}
 
+	spec := c.src.Specs.Get(rec.BundleDir())
 	task := c.task(rec)
 	var st *cgroups.Stats
 	var err error
@@ -367,7 +380,8 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 		log.G(ctx).Warn("container metrics", "container", rec.ID, "err", err)
 	case st != nil:
 		m = m.at(st.Timestamp)
-		m.addCgroup(st, false)
+		m.addCgroup(st, false, hasCPUQuota(spec))
+		m.addIO(st.IO, c.devs.name)
 	}
 
 	m = m.at(time.Now())
@@ -380,19 +394,22 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr *container.Contain
 			m.add(mFsInodesFree, fs.inodesFree, fs.device)
 		}
 	}
-	m.addSpec(c.src.Specs.Get(rec.BundleDir()))
+	m.addSpec(spec)
 	return &runtimeapi.ContainerMetrics{ContainerId: rec.ID, Metrics: m.out}
 }
 
-// addProcesses adds the process count and, where the processes are the
-// host's, their open file descriptors and sockets. vm handlers report the
-// processes the shim lists (inside the VM for Kata), without descriptors.
+// addProcesses adds the process count and the open file descriptors and
+// sockets of the processes in the container's host cgroup, as cAdvisor
+// counts them. vm handlers report the processes the shim lists (inside
+// the VM for Kata); their descriptors are counted where the container has
+// a host cgroup (containerd-shim-runc-v2's containers do; its cgroup.procs
+// lists host processes only, so a PID inside a VM is never read), and are
+// absent where it has none.
 func (c *Collector) addProcesses(ctx context.Context, m *metricSet, task runtime.TaskReporter, rec container.Record) {
 	if task != nil {
 		if pids, err := task.TaskPids(ctx, rec.ID); err == nil {
 			m.add(mProcesses, uint64(len(pids)))
 		}
-		return
 	}
 	if c.src.Cgroups == nil {
 		return
@@ -401,7 +418,9 @@ func (c *Collector) addProcesses(ctx context.Context, m *metricSet, task runtime
 	if err != nil {
 		return
 	}
-	m.add(mProcesses, uint64(len(pids)))
+	if task == nil {
+		m.add(mProcesses, uint64(len(pids)))
+	}
 	fds, sockets := countFDs(pids)
 	m.add(mFileDescriptors, fds)
 	m.add(mSockets, sockets)

@@ -10,6 +10,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/podbay/podbay/internal/cgroups"
 	"github.com/podbay/podbay/internal/procfs"
 )
 
@@ -138,5 +139,28 @@ func TestCountFDs(t *testing.T) {
 	fds, sockets := countFDs([]int{os.Getpid(), 1 << 30}) // the second is no process
 	if fds < 4 || sockets < 1 || sockets > fds {
 		t.Errorf("countFDs = %d fds, %d sockets; want this process's stdio and listener", fds, sockets)
+	}
+}
+
+// TestCFSMetricsWithQuota: a container whose spec sets a CPU quota sends
+// the CFS counters even before a period elapsed (zeros), as cAdvisor
+// does, which decides on the spec's quota; without a quota and without
+// periods they are left out.
+func TestCFSMetricsWithQuota(t *testing.T) {
+	quota := int64(50000)
+	spec := &specs.Spec{Linux: &specs.Linux{Resources: &specs.LinuxResources{CPU: &specs.LinuxCPU{Quota: &quota}}}}
+	for _, tc := range []struct {
+		name string
+		spec *specs.Spec
+		want bool
+	}{{"quota", spec, true}, {"no quota", &specs.Spec{}, false}, {"no spec", nil, false}} {
+		m := newMetricSet(time.Now(), "p", "n", "c", "id", "img")
+		m.addCgroup(&cgroups.Stats{}, false, hasCPUQuota(tc.spec))
+		got := checkMetrics(t, m.out)
+		for _, k := range []string{"container_cpu_cfs_periods_total", "container_cpu_cfs_throttled_periods_total", "container_cpu_cfs_throttled_seconds_total"} {
+			if v, ok := got[k]; ok != tc.want || v != 0 {
+				t.Errorf("%s: %s = %d, present %v, want present %v", tc.name, k, v, ok, tc.want)
+			}
+		}
 	}
 }

@@ -71,11 +71,12 @@ type Collector struct {
 	src     Sources
 	prev    rates        // the previous sample of each cgroup or task, for CPU rates
 	samples statsSamples // the background samples (samples.go)
+	devs    devNames     // block device names, for the I/O metrics
 }
 
 // New returns a collector over src.
 func New(src Sources) *Collector {
-	return &Collector{src: src}
+	return &Collector{src: src, devs: devNames{dir: sysDevBlock}}
 }
 
 // rates keeps each cgroup's (or runtime task's) previous sample, for CPU

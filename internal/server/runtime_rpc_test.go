@@ -46,12 +46,20 @@ func TestStatusReady(t *testing.T) {
 	if err := json.Unmarshal([]byte(resp.Info["config"]), &cfg); err != nil || cfg["default_runtime"] != "runc" {
 		t.Errorf("verbose config %q: %v", resp.Info["config"], err)
 	}
-	var handlers []struct {
-		Name    string `json:"name"`
-		Default bool   `json:"default"`
+	var handlers map[string]struct {
+		Default bool `json:"default"`
 	}
-	if err := json.Unmarshal([]byte(resp.Info["runtimeHandlers"]), &handlers); err != nil || len(handlers) != 1 || handlers[0].Name != "runc" || !handlers[0].Default {
-		t.Errorf("verbose runtimeHandlers %q: %v", resp.Info["runtimeHandlers"], err)
+	if err := json.Unmarshal([]byte(resp.Info["runtimeHandlerConfig"]), &handlers); err != nil || len(handlers) != 1 || !handlers["runc"].Default {
+		t.Errorf("verbose runtimeHandlerConfig %q: %v", resp.Info["runtimeHandlerConfig"], err)
+	}
+	// crictl info puts these info keys over its own: none may be one.
+	for _, k := range []string{"status", "runtimeHandlers", "features"} {
+		if v, ok := resp.Info[k]; ok {
+			t.Errorf("verbose info has key %q (%s), which hides crictl's own", k, v)
+		}
+	}
+	if v, d := resp.Info["cgroupVersion"], resp.Info["cgroupDriver"]; (v != `"v1"` && v != `"v2"`) || (d != `"cgroupfs"` && d != `"systemd"`) {
+		t.Errorf("verbose cgroupVersion %s, cgroupDriver %s", v, d)
 	}
 	if resp.Info["lastReload"] != "null" {
 		t.Errorf("lastReload before any reload: %q", resp.Info["lastReload"])

@@ -30,6 +30,8 @@ var wantMetricNames = []string{
 	"container_network_transmit_bytes_total", "container_network_transmit_packets_total",
 	"container_network_transmit_packets_dropped_total", "container_network_transmit_errors_total",
 	"container_fs_usage_bytes", "container_fs_limit_bytes", "container_fs_inodes_total", "container_fs_inodes_free",
+	"container_blkio_device_usage_total", "container_fs_reads_bytes_total", "container_fs_reads_total",
+	"container_fs_writes_bytes_total", "container_fs_writes_total",
 	"container_processes", "container_threads", "container_threads_max", "container_file_descriptors", "container_sockets",
 	"container_ulimits_soft", "container_last_seen", "container_start_time_seconds",
 	"container_spec_cpu_period", "container_spec_cpu_quota", "container_spec_cpu_shares", "container_spec_memory_limit_bytes",
@@ -304,7 +306,30 @@ func TestListPodSandboxMetricsVM(t *testing.T) {
 	if got["container_processes"] != 2 {
 		t.Errorf("container_processes = %d, want the shim's 2", got["container_processes"])
 	}
+	// The container has a host cgroup (as containerd-shim-runc-v2's
+	// have): the descriptors of its host processes are counted, as
+	// cAdvisor counts them (critest v1.37 wants them).
+	if _, ok := got["container_file_descriptors"]; !ok {
+		t.Error("no file descriptors for a container with a host cgroup")
+	}
+	if _, ok := got["container_sockets"]; !ok {
+		t.Error("no sockets for a container with a host cgroup")
+	}
+
+	// No host cgroup (a VM's containers): no descriptors, never a VM's
+	// PIDs read on the host.
+	e.cg.mu.Lock()
+	delete(e.cg.stats, e.cfg.DefaultCgroupParent+"/podbay-"+id)
+	e.cg.mu.Unlock()
+	pm = e.listPodMetrics(t)[pod]
+	if pm == nil || len(pm.ContainerMetrics) != 1 {
+		t.Fatalf("pod metrics %v", pm)
+	}
+	got = checkMetrics(t, pm.ContainerMetrics[0].Metrics)
 	if _, ok := got["container_file_descriptors"]; ok {
-		t.Error("file descriptors reported for processes the host cannot see")
+		t.Errorf("file descriptors reported for processes the host cannot see: %v", got)
+	}
+	if got["container_processes"] != 2 {
+		t.Errorf("container_processes = %d, want the shim's 2", got["container_processes"])
 	}
 }

@@ -225,6 +225,12 @@ func checkHostVerdicts(t *testing.T, r *doctor.Report, running bool) {
 	}
 	comm, _ := os.ReadFile("/proc/1/comm")
 	want("cgroups", got["cgroups"].Verdict, layout)
+	// Kubernetes 1.35+ kubelets refuse cgroup v1 without failCgroupV1: false.
+	if layout == "cgroup v2" {
+		want("cgroup version", doctor.OK, "cgroup v2")
+	} else {
+		want("cgroup version", doctor.Warn, "failCgroupV1: false")
+	}
 	if strings.TrimSpace(string(comm)) == "systemd" {
 		want("cgroups", doctor.Warn, "PID 1 is systemd")
 	} else {

@@ -262,9 +262,10 @@ func TestContainerEvents(t *testing.T) {
 		} else if err != nil {
 			t.Fatalf("crictl events output: %v", err)
 		}
-		// Only the fields this test checks: crictl v1.34 prints enums
-		// of its own cri-api (stopSignal "SIGTERM", where v0.37 says
-		// "SIGNAL_SIGTERM"), which the daemon's API cannot parse whole.
+		// Only the fields this test checks: crictl prints enums as its
+		// own cri-api names them (v1.34 printed stopSignal "SIGTERM",
+		// where v0.37 says "SIGNAL_SIGTERM"), which the daemon's API
+		// need not parse whole.
 		var ev struct {
 			ContainerID        string `json:"containerId"`
 			ContainerEventType string `json:"containerEventType"`

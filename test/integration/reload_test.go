@@ -18,9 +18,9 @@ import (
 // daemonInfo is the verbose Status info (what `crictl info` prints), each
 // value decoded.
 type daemonInfo struct {
-	Config          map[string]any
-	RuntimeHandlers []struct {
-		Name    string `json:"name"`
+	Config map[string]any
+	// RuntimeHandlerConfig is the usable handlers by name.
+	RuntimeHandlerConfig map[string]struct {
 		Type    string `json:"type"`
 		Default bool   `json:"default"`
 	}
@@ -50,7 +50,7 @@ func (e *env) daemonInfo(t *testing.T) daemonInfo {
 	}
 	var info daemonInfo
 	for key, dst := range map[string]any{
-		"config": &info.Config, "runtimeHandlers": &info.RuntimeHandlers, "unavailableRuntimes": &info.Unavailable,
+		"config": &info.Config, "runtimeHandlerConfig": &info.RuntimeHandlerConfig, "unavailableRuntimes": &info.Unavailable,
 		"cniconfig": &info.CNIConfig, "lastCNILoadStatus": &info.CNILoadStatus, "lastReload": &info.LastReload,
 	} {
 		raw, ok := resp.Info[key]

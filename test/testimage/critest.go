@@ -14,11 +14,12 @@ type Mirror struct {
 	Prefix   string // "k8s"
 }
 
-// CritestMirrors are the registries critest (cri-tools v1.34) pulls from,
+// CritestMirrors are the registries critest (cri-tools v1.37) pulls from,
 // and the prefixes CritestImages serves their images under.
 func CritestMirrors() []Mirror {
 	return []Mirror{
 		{Registry: "registry.k8s.io", Prefix: "k8s"},
+		{Registry: "k8s.gcr.io", Prefix: "k8sgcr"},
 		{Registry: "gcr.io", Prefix: "gcr"},
 		{Registry: "public.ecr.aws", Prefix: "ecr"},
 		{Registry: "docker.io", Prefix: "docker"},
@@ -62,7 +63,7 @@ type CritestOptions struct {
 // the others the stand-in layer.
 var critestPlatforms = []string{"linux/amd64", "linux/arm", "linux/arm64", "linux/ppc64le", "linux/s390x"}
 
-// CritestImages are stand-ins for every image critest v1.34 pulls, served
+// CritestImages are stand-ins for every image critest v1.37 pulls, served
 // under their upstream names behind CritestMirrors (repository
 // "gcr/k8s-staging-cri-tools/test-image-tags" for
 // gcr.io/k8s-staging-cri-tools/test-image-tags). Build them with a Builder
@@ -100,7 +101,13 @@ var critestPlatforms = []string{"linux/amd64", "linux/arm", "linux/arm64", "linu
 //     (USER 1000, default-user in group-defined-in-image, GID 50000).
 //     test-image-digest is not served: critest pulls it by a digest no
 //     rebuild can match.
-//   - registry.k8s.io/pause:3.10, as DefaultImages' pause.
+//   - registry.k8s.io/pause:3.10, as DefaultImages' pause; pause:3.9, the
+//     same with a marker file /pause-3.9 (another image: the specs count
+//     its tags, and 3.10 is the daemon's sandbox image), served as
+//     registry.k8s.io/pause:3.9 and k8s.gcr.io/pause:3.9, one image from
+//     two registries (the specs "removing image from one registry should
+//     remove all tags from other registries" and the image ID consistency
+//     ones).
 //   - public.ecr.aws/docker/library/busybox:1.35.0-glibc, 1-uclibc, 1,
 //     1-glibc, 1-musl, latest (the image benchmarks) and
 //     docker.io/library/busybox:latest: one busybox image.
@@ -156,6 +163,13 @@ func CritestImages(opts CritestOptions) ([]Spec, error) {
 			Config:     cfg,
 			Platforms:  multiArch,
 		}
+	}
+	// pause39 is the pause image with a marker: not the sandbox image
+	// (3.10), whose names would show among its tags.
+	pause39 := func(repo string) Spec {
+		p := pauseSpec(repo, []string{"3.9"}, opts.PauseBinary)
+		p.Files = append(p.Files, marker("pause-3.9")...)
+		return p
 	}
 	nginx := func(repo string, tags []string, port int, platforms []string) Spec {
 		return Spec{
@@ -218,6 +232,8 @@ func CritestImages(opts CritestOptions) ([]Spec, error) {
 			Platforms: multiArch,
 		},
 		pauseSpec(served("registry.k8s.io/pause"), []string{"3.10"}, opts.PauseBinary),
+		pause39(served("registry.k8s.io/pause")),
+		pause39(served("k8s.gcr.io/pause")),
 
 		gcr("test-image-latest", []string{"latest"}, marker("test-image-latest"), busybox),
 		gcr("test-image-tag", []string{"test"}, marker("test"), busybox),

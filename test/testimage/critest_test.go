@@ -14,7 +14,7 @@ import (
 	"go.podman.io/image/v5/types"
 )
 
-// critestRefs are the references critest v1.34 pulls on amd64 (cri-tools
+// critestRefs are the references critest v1.37 pulls on amd64 (cri-tools
 // pkg/framework, pkg/validate/consts.go, pkg/validate/security_context_linux.go,
 // pkg/validate/multi_container_linux.go, pkg/benchmark/image.go), less the digest one,
 // plus the pause image podbayd runs and docker.io's busybox.
@@ -24,6 +24,8 @@ var critestRefs = []string{
 	"registry.k8s.io/e2e-test-images/httpd:2.4.39-4",
 	"registry.k8s.io/e2e-test-images/nonewprivs:1.3",
 	"registry.k8s.io/pause:3.10",
+	"registry.k8s.io/pause:3.9",
+	"k8s.gcr.io/pause:3.9",
 	"gcr.io/k8s-staging-cri-tools/hostnet-nginx-amd64:latest",
 	"gcr.io/k8s-staging-cri-tools/test-image-latest:latest",
 	"gcr.io/k8s-staging-cri-tools/test-image-tag:test",
@@ -152,6 +154,11 @@ func TestCritestImagesContent(t *testing.T) {
 	// One image under several tags; different images under different names.
 	if digest(gcr+"test-image-tags:1") != digest(gcr+"test-image-tags:3") {
 		t.Error("test-image-tags:1 and :3 differ")
+	}
+	// One image from two registries (v1.37's image ID consistency specs).
+	// Not the sandbox image 3.10, whose name would be a third tag.
+	if digest("registry.k8s.io/pause:3.9") != digest("k8s.gcr.io/pause:3.9") || digest("registry.k8s.io/pause:3.9") == digest("registry.k8s.io/pause:3.10") {
+		t.Error("want registry.k8s.io/pause:3.9 and k8s.gcr.io/pause:3.9 one image, not pause:3.10")
 	}
 	ids := map[v1.Hash]string{}
 	for _, ref := range []string{gcr + "test-image-1:latest", gcr + "test-image-2:latest", gcr + "test-image-3:latest",
