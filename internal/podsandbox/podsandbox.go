@@ -23,8 +23,10 @@ import (
 
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/specgen"
 )
 
 // Controller is one pod's sandbox as the server drives it. Calls for the
@@ -55,6 +57,23 @@ type Controller interface {
 	// Update gives the sandbox the pod's new resource totals and returns
 	// the update that puts the previous ones back.
 	Update(ctx context.Context, req UpdateRequest) (undo func(context.Context) error, err error)
+
+	// Plan readies what a new sandbox runs (the pause image, pulled or
+	// made when absent) and names what the record keeps; it makes nothing
+	// on the host that a later undo must remove.
+	Plan(ctx context.Context, h Host, req PlanRequest) (Plan, error)
+	// MakeRootfs makes the sandbox's root filesystem and returns its
+	// path; "" for a kind that has none. A failed MakeRootfs may have
+	// made storage: the caller's undo is RemoveRootfs, registered before.
+	MakeRootfs(ctx context.Context, h Host, id string, plan Plan, opts image.RootfsOptions) (string, error)
+	// RemoveRootfs removes the sandbox's root filesystem. Idempotent.
+	RemoveRootfs(ctx context.Context, h Host, id string) error
+	// Spec is the sandbox's OCI spec (its bundle's config.json, which
+	// Create reads): desc, the pod's namespaces and what the daemon made
+	// for them, with the kind's process (or none) on rootfs.
+	Spec(desc specgen.Sandbox, plan Plan, rootfs string) (*specs.Spec, error)
+	// Phases name the kind's steps in the sandbox phase metrics.
+	Phases() Phases
 }
 
 // Traits are the properties in which kinds of sandbox differ, named for
@@ -90,10 +109,12 @@ type Traits struct {
 	// runtime instance (shims connected to it), so the handler's settings
 	// cannot change while pods use it.
 	BoundToInstance bool
-	// NoProcess: the sandbox is pinned namespaces, not a process: there
-	// is no root filesystem to make, no monitor, no exit to watch, no
-	// pid; containers join the namespaces by path (Namespaces).
-	NoProcess bool
+	// NeverExits: nothing but Stop ends the sandbox (pinned namespaces,
+	// not a process), so there is no exit to watch.
+	NeverExits bool
+	// QuickCreate: Create takes a millisecond or two (pinning), so it is
+	// not worth overlapping with CNI ADD.
+	QuickCreate bool
 	// PodShm: the pod's containers can share a tmpfs of the node's at
 	// /dev/shm (package podshm), which a VM, with its own kernel and
 	// /dev/shm, cannot.
@@ -198,7 +219,7 @@ func (k Kind) Traits() Traits {
 			BoundToInstance:   true,
 		}
 	case KindPinned:
-		return Traits{HostKernel: true, NoProcess: true, PodShm: true}
+		return Traits{HostKernel: true, NeverExits: true, QuickCreate: true, PodShm: true}
 	default:
 		return Traits{HostKernel: true, PodShm: true}
 	}

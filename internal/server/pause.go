@@ -67,12 +67,3 @@ func (s *Server) WarmPauseImage() {
 		}
 	}()
 }
-
-// pauseArgs is the pause image's command.
-func pauseArgs(img *image.Image) []string {
-	args := append(append([]string(nil), img.Config.Entrypoint...), img.Config.Cmd...)
-	if len(args) == 0 {
-		return []string{"/pause"}
-	}
-	return args
-}

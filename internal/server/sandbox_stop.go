@@ -203,11 +203,7 @@ func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, ctl podsandb
 		if err := ctl.Stop(ctx, rec.ID); err != nil {
 			return fmt.Errorf("stop sandbox container: %w", err)
 		}
-		if ctl.Traits().NoProcess {
-			phase("unmount_pins")
-		} else {
-			phase("runtime_stop")
-		}
+		phaseIf(phase, ctl.Phases().Stop)
 	}
 	return nil
 }
@@ -237,20 +233,14 @@ func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sand
 		if rtDelErr = ctl.Delete(ctx, rec.ID); rtDelErr != nil {
 			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
 		}
-		if ctl.Traits().NoProcess {
-			phase("remove_pins")
-		} else {
-			phase("runtime_delete")
-		}
+		phaseIf(phase, ctl.Phases().Delete)
 	}()
-	var rootfsErr error
-	if !ctl.Traits().NoProcess { // a pinned sandbox has no root filesystem
-		phase := s.phaseClock("stop", nil)
-		if rootfsErr = s.images.RemoveRootfs(ctx, rec.ID); rootfsErr != nil {
-			rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
-		}
-		phase("rootfs")
+	phase := s.phaseClock("stop", nil)
+	rootfsErr := ctl.RemoveRootfs(ctx, s.sandboxHost(), rec.ID)
+	if rootfsErr != nil {
+		rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
 	}
+	phaseIf(phase, ctl.Phases().Rootfs)
 	wg.Wait()
 	if err := errors.Join(rtDelErr, rootfsErr); err != nil {
 		return err
@@ -274,6 +264,14 @@ func (s *Server) phaseClock(operation string, timer *metrics.Timer) func(string)
 		now := time.Now()
 		s.metrics.ObservePhase(operation, name, now.Sub(last))
 		last = now
+	}
+}
+
+// phaseIf records phase name unless the name is empty: the pod's kind of
+// sandbox has no such step (podsandbox.Phases).
+func phaseIf(phase func(string), name string) {
+	if name != "" {
+		phase(name)
 	}
 }
 
