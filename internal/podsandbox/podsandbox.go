@@ -112,6 +112,10 @@ type Traits struct {
 	// NeverExits: nothing but Stop ends the sandbox (pinned namespaces,
 	// not a process), so there is no exit to watch.
 	NeverExits bool
+	// Handlerless: the sandbox needs no handler's runtime (podbayd
+	// makes it itself), so its pods are driven, and torn down in any
+	// order, even once their handler is no longer configured.
+	Handlerless bool
 	// QuickCreate: Create takes a millisecond or two (pinning), so it is
 	// not worth overlapping with CNI ADD.
 	QuickCreate bool
@@ -219,7 +223,7 @@ func (k Kind) Traits() Traits {
 			BoundToInstance:   true,
 		}
 	case KindPinned:
-		return Traits{HostKernel: true, NeverExits: true, QuickCreate: true, PodShm: true}
+		return Traits{HostKernel: true, NeverExits: true, Handlerless: true, QuickCreate: true, PodShm: true}
 	default:
 		return Traits{HostKernel: true, PodShm: true}
 	}

@@ -133,15 +133,15 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 // stops, and its shim unmounts under the bundle on delete, so it keeps the
 // order, and its pause container is deleted by Remove. The pod's sandbox
 // controller declares which (podsandbox.Traits.TeardownInOrder); a handler
-// no longer configured keeps the order, except for a pinned sandbox, which
-// needs no handler.
+// no longer configured keeps the order, except for a sandbox that needs
+// none (Traits.Handlerless: pinned namespaces).
 func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
-	kind := s.sandboxKind(rec)
-	if kind == podsandbox.KindPinned {
+	traits := s.sandboxKind(rec).Traits()
+	if traits.Handlerless {
 		return true
 	}
 	_, ok := s.current().Config().Runtimes[rec.RuntimeHandler]
-	return ok && !kind.Traits().TeardownInOrder
+	return ok && !traits.TeardownInOrder
 }
 
 // stopPodContainers stops the pod's containers, in parallel, with no grace
