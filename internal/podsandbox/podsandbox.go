@@ -1,8 +1,12 @@
 // Package podsandbox owns what a pod sandbox is: the thing that holds a
 // pod's shared namespaces for its life, behind one Controller. The server
-// asks a pod's controller, never its handler's type, how to create, start,
-// stop, delete, watch, inspect and resize the sandbox, and reads what differs
-// between kinds from the Traits the controller declares.
+// asks a pod's controller, never its handler's type or the kind, to plan
+// the sandbox (the pause image, or the pins), make and remove its root
+// filesystem, put its process in the spec, create, start, stop, delete,
+// watch, inspect and resize it, and reads what differs between kinds from
+// the Traits and Phases the controller declares. What the controller
+// needs of the daemon it is lent per call (Host), so the package does not
+// import the server.
 //
 // Three kinds are implemented: the pause container (oci handlers: conmon
 // and runc run the pause program in the pinned namespaces) and the shim
