@@ -76,6 +76,11 @@ type Controller interface {
 	// Create reads): desc, the pod's namespaces and what the daemon made
 	// for them, with the kind's process (or none) on rootfs.
 	Spec(desc specgen.Sandbox, plan Plan, rootfs string) (*specs.Spec, error)
+	// Release deletes a stopped sandbox's runtime state and root
+	// filesystem (Delete and RemoveRootfs; for kinds without
+	// TeardownInOrder, whose two touch nothing of each other's), telling
+	// observe each step's phase and time. Idempotent.
+	Release(ctx context.Context, h Host, id string, observe Observe) error
 	// Phases name the kind's steps in the sandbox phase metrics.
 	Phases() Phases
 }

@@ -2,7 +2,10 @@ package podsandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -95,6 +98,38 @@ func (process) Spec(desc specgen.Sandbox, plan Plan, rootfs string) (*specs.Spec
 
 func (process) Phases() Phases { return processPhases }
 
+// Observe is told each step of a Release as it finishes: the step's
+// phase name (Phases) and how long it took. Steps that run at once call
+// it at once.
+type Observe func(phase string, took time.Duration)
+
+// Release deletes the dead pause container's runtime state and removes
+// its root filesystem, both at once: they touch nothing of each other's
+// once the process is dead. Both are idempotent.
+func (p process) Release(ctx context.Context, h Host, id string, observe Observe) error {
+	var (
+		wg       sync.WaitGroup
+		rtDelErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		if rtDelErr = p.Delete(ctx, id); rtDelErr != nil {
+			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
+		}
+		observe(processPhases.Delete, time.Since(start))
+	}()
+	start := time.Now()
+	rootfsErr := p.RemoveRootfs(ctx, h, id)
+	if rootfsErr != nil {
+		rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
+	}
+	observe(processPhases.Rootfs, time.Since(start))
+	wg.Wait()
+	return errors.Join(rtDelErr, rootfsErr)
+}
+
 // PauseArgs is the pause image's command.
 func PauseArgs(img *image.Image) []string {
 	args := append(append([]string(nil), img.Config.Entrypoint...), img.Config.Cmd...)
@@ -123,6 +158,16 @@ func (pinned) RemoveRootfs(context.Context, Host, string) error { return nil }
 func (pinned) Spec(desc specgen.Sandbox, _ Plan, _ string) (*specs.Spec, error) {
 	desc.NoProcess = true
 	return specgen.SandboxSpec(desc)
+}
+
+// Release removes the pins (Delete): there is nothing else.
+func (p pinned) Release(ctx context.Context, _ Host, id string, observe Observe) error {
+	start := time.Now()
+	if err := p.Delete(ctx, id); err != nil {
+		return fmt.Errorf("delete sandbox container: %w", err)
+	}
+	observe(p.Phases().Delete, time.Since(start))
+	return nil
 }
 
 // Phases: pinning is the create, unmounting the stop, removing the pins

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -144,5 +147,45 @@ func TestPinnedMakesNoProcess(t *testing.T) {
 	}
 	if got := ctl.Phases(); got != (Phases{Create: "pins", Stop: "unmount_pins", Delete: "remove_pins"}) {
 		t.Errorf("phases = %+v", got)
+	}
+}
+
+// TestRelease: a process kind's Release deletes the runtime state and the
+// root filesystem, reports both phases and both failures; a pinned one's
+// removes the pins only.
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	rt, rootfs := &fakeRuntime{}, &fakeRootfses{}
+	var (
+		mu     sync.Mutex
+		phases []string
+	)
+	observe := func(phase string, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		phases = append(phases, phase)
+	}
+	if err := NewPause(rt).Release(ctx, testHost(rootfs, nil, nil), "p", observe); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(phases)
+	if !reflect.DeepEqual(rt.calls, []string{"delete p"}) || !reflect.DeepEqual(rootfs.calls, []string{"remove p"}) ||
+		!reflect.DeepEqual(phases, []string{"rootfs", "runtime_delete"}) {
+		t.Errorf("runtime calls %q, root filesystem calls %q, phases %q", rt.calls, rootfs.calls, phases)
+	}
+
+	boom, bang := errors.New("boom"), errors.New("bang")
+	err := NewPause(&fakeRuntime{err: boom}).Release(ctx, testHost(&fakeRootfses{err: bang}, nil, nil), "p", observe)
+	if !errors.Is(err, boom) || !errors.Is(err, bang) {
+		t.Errorf("Release = %v, want both failures", err)
+	}
+
+	pins := &fakePins{exists: true, mounted: true}
+	phases, rootfs.calls = nil, nil
+	if err := NewPinned("/pins", pins).Release(ctx, testHost(rootfs, nil, nil), "p", observe); err != nil {
+		t.Fatal(err)
+	}
+	if pins.exists || len(rootfs.calls) != 0 || !reflect.DeepEqual(phases, []string{"remove_pins"}) {
+		t.Errorf("pinned Release: pins exist %v, root filesystem calls %q, phases %q", pins.exists, rootfs.calls, phases)
 	}
 }

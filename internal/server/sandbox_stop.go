@@ -208,8 +208,9 @@ func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, ctl podsandb
 	return nil
 }
 
-// releasePause deletes the dead pause container's runtime state and root
-// filesystem during Stop, as containerd deletes a sandbox's task on stop,
+// releasePause has the controller release the dead sandbox (its runtime
+// state and root filesystem, or its pins: Controller.Release) during Stop,
+// as containerd deletes a sandbox's task on stop,
 // and records it, so that Remove has only files and the record left to
 // delete. Nothing reads either once the pod has stopped: its status and
 // stats come from the record and the pod's cgroup, and a stopped pod never
@@ -220,29 +221,8 @@ func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sand
 		return nil
 	}
 	sb.EndExitWatch()
-	// The runtime's state and the root filesystem touch nothing of each
-	// other's once the process is dead: both go at once.
-	var (
-		wg       sync.WaitGroup
-		rtDelErr error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		phase := s.phaseClock("stop", nil)
-		if rtDelErr = ctl.Delete(ctx, rec.ID); rtDelErr != nil {
-			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
-		}
-		phaseIf(phase, ctl.Phases().Delete)
-	}()
-	phase := s.phaseClock("stop", nil)
-	rootfsErr := ctl.RemoveRootfs(ctx, s.sandboxHost(), rec.ID)
-	if rootfsErr != nil {
-		rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
-	}
-	phaseIf(phase, ctl.Phases().Rootfs)
-	wg.Wait()
-	if err := errors.Join(rtDelErr, rootfsErr); err != nil {
+	observe := func(phase string, took time.Duration) { s.metrics.ObservePhase("stop", phase, took) }
+	if err := ctl.Release(ctx, s.sandboxHost(), rec.ID, observe); err != nil {
 		return err
 	}
 	if err := s.hit(ctx, "stop.release_pause"); err != nil {
