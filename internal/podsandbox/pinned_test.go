@@ -55,7 +55,7 @@ func TestKindOf(t *testing.T) {
 			t.Errorf("KindOf(%q, %q) = %s, want %s", tc.kind, tc.handlerType, got, tc.want)
 		}
 	}
-	if tr := KindPinned.Traits(); !tr.NoProcess || !tr.HostKernel || !tr.PodShm || tr.TeardownInOrder || tr.MonitorPerPod {
+	if tr := KindPinned.Traits(); !tr.NeverExits || !tr.QuickCreate || !tr.Handlerless || !tr.HostKernel || !tr.PodShm || tr.TeardownInOrder || tr.MonitorPerPod {
 		t.Errorf("pinned traits = %+v", tr)
 	}
 }

@@ -1,8 +1,12 @@
 // Package podsandbox owns what a pod sandbox is: the thing that holds a
 // pod's shared namespaces for its life, behind one Controller. The server
-// asks a pod's controller, never its handler's type, how to create, start,
-// stop, delete, watch, inspect and resize the sandbox, and reads what differs
-// between kinds from the Traits the controller declares.
+// asks a pod's controller, never its handler's type or the kind, to plan
+// the sandbox (the pause image, or the pins), make and remove its root
+// filesystem, put its process in the spec, create, start, stop, delete,
+// watch, inspect and resize it, and reads what differs between kinds from
+// the Traits and Phases the controller declares. What the controller
+// needs of the daemon it is lent per call (Host), so the package does not
+// import the server.
 //
 // Three kinds are implemented: the pause container (oci handlers: conmon
 // and runc run the pause program in the pinned namespaces) and the shim
@@ -23,8 +27,10 @@ import (
 
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/config"
+	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/podns"
 	"github.com/podbay/podbay/internal/runtime"
+	"github.com/podbay/podbay/internal/specgen"
 )
 
 // Controller is one pod's sandbox as the server drives it. Calls for the
@@ -55,6 +61,28 @@ type Controller interface {
 	// Update gives the sandbox the pod's new resource totals and returns
 	// the update that puts the previous ones back.
 	Update(ctx context.Context, req UpdateRequest) (undo func(context.Context) error, err error)
+
+	// Plan readies what a new sandbox runs (the pause image, pulled or
+	// made when absent) and names what the record keeps; it makes nothing
+	// on the host that a later undo must remove.
+	Plan(ctx context.Context, h Host, req PlanRequest) (Plan, error)
+	// MakeRootfs makes the sandbox's root filesystem and returns its
+	// path; "" for a kind that has none. A failed MakeRootfs may have
+	// made storage: the caller's undo is RemoveRootfs, registered before.
+	MakeRootfs(ctx context.Context, h Host, id string, plan Plan, opts image.RootfsOptions) (string, error)
+	// RemoveRootfs removes the sandbox's root filesystem. Idempotent.
+	RemoveRootfs(ctx context.Context, h Host, id string) error
+	// Spec is the sandbox's OCI spec (its bundle's config.json, which
+	// Create reads): desc, the pod's namespaces and what the daemon made
+	// for them, with the kind's process (or none) on rootfs.
+	Spec(desc specgen.Sandbox, plan Plan, rootfs string) (*specs.Spec, error)
+	// Release deletes a stopped sandbox's runtime state and root
+	// filesystem (Delete and RemoveRootfs; for kinds without
+	// TeardownInOrder, whose two touch nothing of each other's), telling
+	// observe each step's phase and time. Idempotent.
+	Release(ctx context.Context, h Host, id string, observe Observe) error
+	// Phases name the kind's steps in the sandbox phase metrics.
+	Phases() Phases
 }
 
 // Traits are the properties in which kinds of sandbox differ, named for
@@ -90,10 +118,16 @@ type Traits struct {
 	// runtime instance (shims connected to it), so the handler's settings
 	// cannot change while pods use it.
 	BoundToInstance bool
-	// NoProcess: the sandbox is pinned namespaces, not a process: there
-	// is no root filesystem to make, no monitor, no exit to watch, no
-	// pid; containers join the namespaces by path (Namespaces).
-	NoProcess bool
+	// NeverExits: nothing but Stop ends the sandbox (pinned namespaces,
+	// not a process), so there is no exit to watch.
+	NeverExits bool
+	// Handlerless: the sandbox needs no handler's runtime (podbayd
+	// makes it itself), so its pods are driven, and torn down in any
+	// order, even once their handler is no longer configured.
+	Handlerless bool
+	// QuickCreate: Create takes a millisecond or two (pinning), so it is
+	// not worth overlapping with CNI ADD.
+	QuickCreate bool
 	// PodShm: the pod's containers can share a tmpfs of the node's at
 	// /dev/shm (package podshm), which a VM, with its own kernel and
 	// /dev/shm, cannot.
@@ -198,7 +232,7 @@ func (k Kind) Traits() Traits {
 			BoundToInstance:   true,
 		}
 	case KindPinned:
-		return Traits{HostKernel: true, NoProcess: true, PodShm: true}
+		return Traits{HostKernel: true, NeverExits: true, Handlerless: true, QuickCreate: true, PodShm: true}
 	default:
 		return Traits{HostKernel: true, PodShm: true}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/podbay/podbay/internal/errdefs"
 	"github.com/podbay/podbay/internal/image"
 	"github.com/podbay/podbay/internal/podrequest"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
@@ -177,7 +178,7 @@ func FuzzRunPodSandbox(f *testing.F) {
 			ResolvConf: filepath.Join(dir, "resolv.conf"), Hostname: filepath.Join(dir, "hostname"),
 			Hosts: filepath.Join(dir, "hosts"), HostnameValue: cfg.GetHostname(),
 		}
-		spec, err := srv.sandboxSpec(rec, pod, files, "/rootfs", []string{"/pause"})
+		spec, err := srv.sandboxSpec(podsandbox.NewPause(nil), rec, pod, files, podsandbox.Plan{Args: []string{"/pause"}}, "/rootfs")
 		if err != nil {
 			wantCode(t, err, codes.InvalidArgument)
 			return

@@ -9,7 +9,6 @@ import (
 	"github.com/podbay/podbay/internal/container"
 	"github.com/podbay/podbay/internal/log"
 	"github.com/podbay/podbay/internal/orphans"
-	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/podshm"
 	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
@@ -209,9 +208,9 @@ func (s *Server) reconcile(ctx context.Context, sb *sandbox.Sandbox) {
 func (s *Server) undoCreating(ctx context.Context, rec sandbox.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	// A pinned sandbox's pins are removed even before ContainerCreated:
-	// that is idempotent and costs nothing.
-	if rec.ContainerCreated || s.sandboxKind(rec) == podsandbox.KindPinned {
+	// A sandbox that needs no handler (pinned namespaces) is deleted even
+	// before ContainerCreated: that is idempotent and costs nothing.
+	if rec.ContainerCreated || s.sandboxKind(rec).Traits().Handlerless {
 		ctl, err := s.sandboxController(rec)
 		if err != nil {
 			return err

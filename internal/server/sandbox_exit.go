@@ -13,7 +13,7 @@ import (
 // watch (sandbox.EndExitWatch) before it deletes the pause container. A
 // sandbox without a process has no exit to watch: only Stop ends it.
 func (s *Server) watchExit(sb *sandbox.Sandbox, ctl podsandbox.Controller) {
-	if ctl.Traits().NoProcess {
+	if ctl.Traits().NeverExits {
 		return
 	}
 	ctx := sb.WatchExit(log.With(s.ctx, "pod", sb.ID))

@@ -89,7 +89,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	sb, err := detach(s, ctx,
 		func(work context.Context) (*sandbox.Sandbox, error) {
 			defer lease.Release()
-			sb, err := s.runPodSandbox(work, name, rt, kind, ctl, pod, cfg)
+			sb, err := s.runPodSandbox(work, name, kind, ctl, pod, cfg)
 			s.finishSandbox(work, name, mine, sb, err)
 			return sb, err
 		},
@@ -110,15 +110,15 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 // deferred in the function that made it, so a failure in a later one
 // unwinds that one's steps first, then the earlier ones', all on one
 // undo.Chain.
-func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runtime, kind podsandbox.Kind, ctl podsandbox.Controller, pod *podrequest.Pod, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
-	r := &sandboxRun{rt: rt, ctl: ctl, pod: pod, timer: s.metrics.Start(ctx, "run"), rb: &undo.Chain{Timeout: cleanupTimeout}}
+func (s *Server) runPodSandbox(ctx context.Context, name string, kind podsandbox.Kind, ctl podsandbox.Controller, pod *podrequest.Pod, cfg *runtimeapi.PodSandboxConfig) (_ *sandbox.Sandbox, retErr error) {
+	r := &sandboxRun{ctl: ctl, pod: pod, timer: s.metrics.Start(ctx, "run"), rb: &undo.Chain{Timeout: cleanupTimeout}}
 	rb := r.rb
 	id, err := objectid.New()
 	if err != nil {
 		return nil, err
 	}
 	ctx = log.With(ctx, "pod", id)
-	if r.sb, r.pause, err = s.newSandbox(ctx, id, name, kind, r, cfg); err != nil {
+	if r.sb, err = s.newSandbox(ctx, id, name, kind, r, cfg); err != nil {
 		return nil, err
 	}
 	rec := r.sb.Record()
@@ -166,17 +166,16 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 
 	// Registered before the create, which may fail after making storage.
 	defer rb.OnError(ctx, &retErr, "remove sandbox root filesystem", func(ctx context.Context) error {
-		return s.images.RemoveRootfs(ctx, id)
+		return ctl.RemoveRootfs(ctx, s.sandboxHost(), id)
 	})
 	// Where CNI ADD and the runtime's create overlap, the root filesystem
 	// is made beside ADD too, on the create's side.
-	// Pinning takes a millisecond or two: nothing to overlap with ADD.
-	r.overlap = r.pause != nil && overlapNetworkAndCreate(rec, ctl.Traits(), pod)
-	if !r.overlap && r.pause != nil {
+	r.overlap = overlapNetworkAndCreate(rec, ctl.Traits(), pod)
+	if !r.overlap {
 		if r.rootfs, err = s.makeSandboxRootfs(ctx, r, id); err != nil {
 			return nil, err
 		}
-		r.timer.Phase("rootfs")
+		phaseIf(r.timer.Phase, ctl.Phases().Rootfs)
 	}
 	if err := s.createPodSandbox(ctx, r); err != nil {
 		return nil, err
@@ -188,13 +187,11 @@ func (s *Server) runPodSandbox(ctx context.Context, name string, rt runtime.Runt
 // the later ones use.
 type sandboxRun struct {
 	sb  *sandbox.Sandbox
-	rt  runtime.Runtime
 	ctl podsandbox.Controller
 	pod *podrequest.Pod
-	// pause is the pause image; nil for a sandbox without a process, which
-	// runs no image: it has no root filesystem, no monitor and no runtime
-	// state, only its pins.
-	pause *image.Image
+	// plan is what the controller makes the sandbox of (its image, or its
+	// pins).
+	plan  podsandbox.Plan
 	files sandboxFiles
 	// rootfs is the root filesystem, made before the network unless
 	// overlap: then it is made beside CNI ADD, on the create's side.
@@ -205,49 +202,47 @@ type sandboxRun struct {
 }
 
 // newSandbox is the sandbox, state creating, that r.pod asks for, with
-// the pause image for a sandbox with a process.
-func (s *Server) newSandbox(ctx context.Context, id, name string, kind podsandbox.Kind, r *sandboxRun, cfg *runtimeapi.PodSandboxConfig) (*sandbox.Sandbox, *image.Image, error) {
-	noProcess := r.ctl.Traits().NoProcess
-	var pause *image.Image
-	if !noProcess {
-		var err error
-		if pause, err = s.pauseImage(ctx); err != nil {
-			return nil, nil, err
-		}
-		r.timer.Phase("pause_image")
+// its controller's plan (r.plan): the pause image for a sandbox with a
+// process, the pins' paths for one without.
+func (s *Server) newSandbox(ctx context.Context, id, name string, kind podsandbox.Kind, r *sandboxRun, cfg *runtimeapi.PodSandboxConfig) (*sandbox.Sandbox, error) {
+	var err error
+	r.plan, err = r.ctl.Plan(ctx, s.sandboxHost(), podsandbox.PlanRequest{
+		ID: id, IPC: r.pod.Namespaces.IPC != podrequest.NamespaceNode, UTS: !r.pod.HostNetwork(),
+	})
+	if err != nil {
+		return nil, err
 	}
+	phaseIf(r.timer.Phase, r.ctl.Phases().PauseImage)
 	rec, err := s.newRecord(id, name, r.pod, cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rec.Kind = string(kind)
-	if noProcess {
-		// Known before the pins are made, and persisted with the record,
-		// so that recovery, GC and doctor find them after any crash.
-		rec.Pins.IPC, rec.Pins.UTS = podsandbox.PinnedNamespaces(s.pinRoot(), id,
-			r.pod.Namespaces.IPC != podrequest.NamespaceNode, rec.NetworkMode != sandbox.ModeHost)
-	} else {
-		rec.Image = pause.ID
-	}
+	// Known before anything is made, and persisted with the record, so
+	// that recovery, GC and doctor find it after any crash.
+	rec.Image = r.plan.Image
+	rec.Pins.IPC, rec.Pins.UTS = r.plan.IPC, r.plan.UTS
 	// A pod with its own IPC namespace on the node's kernel gets one
 	// /dev/shm for all its containers (package podshm). Named before it
 	// is mounted, like the pins.
 	if r.pod.Namespaces.IPC != podrequest.NamespaceNode && r.ctl.Traits().PodShm {
 		rec.ShmPath = podshm.Dir(s.shmRoot(), id)
 	}
-	return sandbox.New(rec), pause, nil
+	return sandbox.New(rec), nil
 }
 
-// makeSandboxRootfs creates sandbox id's root filesystem from the pause
-// image, mapped to the pod's user namespace.
+// sandboxHost is what the sandbox controllers need of the daemon to make
+// and remove a sandbox's process.
+func (s *Server) sandboxHost() podsandbox.Host {
+	return podsandbox.Host{PauseImage: s.pauseImage, Rootfs: s.images}
+}
+
+// makeSandboxRootfs has the controller make sandbox id's root filesystem
+// (none for a kind without one), mapped to the pod's user namespace.
 func (s *Server) makeSandboxRootfs(ctx context.Context, r *sandboxRun, id string) (string, error) {
 	ropts := image.RootfsOptions{}
 	ropts.UIDMap, ropts.GIDMap = rootfsIDMaps(r.pod.UserNS)
-	rootfs, err := s.images.CreateRootfs(ctx, id, r.pause.ID, ropts)
-	if err != nil {
-		return "", fmt.Errorf("create sandbox root filesystem: %w", err)
-	}
-	return rootfs, nil
+	return r.ctl.MakeRootfs(ctx, s.sandboxHost(), id, r.plan, ropts)
 }
 
 // createPodSandbox pins the pod's network namespace, sets up its network
@@ -295,22 +290,14 @@ func (s *Server) createPodSandbox(ctx context.Context, r *sandboxRun) (retErr er
 	})
 	if r.overlap {
 		makeRootfs := func(ctx context.Context) (string, error) { return s.makeSandboxRootfs(ctx, r, id) }
-		if err := s.setupNetworkWhileCreating(ctx, r.sb, r.rt, r.ctl, att, r.pod, r.files, makeRootfs, pauseArgs(r.pause), r.timer); err != nil {
+		if err := s.setupNetworkWhileCreating(ctx, r.sb, r.ctl, att, r.pod, r.files, makeRootfs, r.plan, r.timer); err != nil {
 			return err
 		}
 	} else {
-		var args []string
-		if r.pause != nil {
-			args = pauseArgs(r.pause)
-		}
-		if err := s.createSandboxContainer(ctx, r.sb, r.rt, r.ctl, r.pod, r.files, r.rootfs, args); err != nil {
+		if err := s.createSandboxContainer(ctx, r.sb, r.ctl, r.pod, r.files, r.plan, r.rootfs); err != nil {
 			return err
 		}
-		if r.pause == nil {
-			r.timer.Phase("pins") // the spec written, the namespaces pinned
-		} else {
-			r.timer.Phase("runtime_create")
-		}
+		phaseIf(r.timer.Phase, r.ctl.Phases().Create)
 		if err := s.hit(ctx, "run.create"); err != nil {
 			return err
 		}
@@ -325,9 +312,7 @@ func (s *Server) startPodSandbox(ctx context.Context, r *sandboxRun, att network
 	if err := r.ctl.Start(ctx, sb.ID); err != nil {
 		return fmt.Errorf("start sandbox container: %w", err)
 	}
-	if r.pause != nil {
-		r.timer.Phase("runtime_start")
-	}
+	phaseIf(r.timer.Phase, r.ctl.Phases().Start)
 	if err := s.hit(ctx, "run.start"); err != nil {
 		return err
 	}
@@ -382,10 +367,10 @@ func (s *Server) setupNetwork(ctx context.Context, sb *sandbox.Sandbox, att netw
 	return s.hit(ctx, "run.cni")
 }
 
-// createSandboxContainer writes the bundle and has the runtime create the
-// pause container.
-func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, pod *podrequest.Pod, files sandboxFiles, rootfs string, args []string) error {
-	bundle, err := s.writeSandboxBundle(sb.Record(), pod, files, rootfs, args)
+// createSandboxContainer writes the bundle and has the controller create
+// the sandbox.
+func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox, ctl podsandbox.Controller, pod *podrequest.Pod, files sandboxFiles, plan podsandbox.Plan, rootfs string) error {
+	bundle, err := s.writeSandboxBundle(ctl, sb.Record(), pod, files, plan, rootfs)
 	if err != nil {
 		return err
 	}
@@ -402,11 +387,11 @@ func (s *Server) createSandboxContainer(ctx context.Context, sb *sandbox.Sandbox
 	return s.save(rec)
 }
 
-// writeSandboxBundle builds the pause container's spec and writes its
-// bundle; it returns the bundle's directory.
+// writeSandboxBundle builds the sandbox's spec and writes its bundle; it
+// returns the bundle's directory.
 // The handler is held by the RunPodSandbox's lease meanwhile.
-func (s *Server) writeSandboxBundle(rec sandbox.Record, pod *podrequest.Pod, files sandboxFiles, rootfs string, args []string) (string, error) {
-	spec, err := s.sandboxSpec(rec, pod, files, rootfs, args)
+func (s *Server) writeSandboxBundle(ctl podsandbox.Controller, rec sandbox.Record, pod *podrequest.Pod, files sandboxFiles, plan podsandbox.Plan, rootfs string) (string, error) {
+	spec, err := s.sandboxSpec(ctl, rec, pod, files, plan, rootfs)
 	if err != nil {
 		return "", err
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/podbay/podbay/internal/network"
 	"github.com/podbay/podbay/internal/podrequest"
 	"github.com/podbay/podbay/internal/podsandbox"
-	"github.com/podbay/podbay/internal/runtime"
 	"github.com/podbay/podbay/internal/sandbox"
 )
 
@@ -25,6 +24,8 @@ import (
 // step, so an oci runtime's create (runc joins the namespace by path; the
 // pause program does not run until start) needs nothing from ADD, and
 // start still waits for both. Kept in sequence:
+//   - a sandbox whose create is quick (Traits.QuickCreate: pinning takes
+//     a millisecond or two, nothing to overlap with ADD);
 //   - a sandbox whose create uses the network (Traits.CreateUsesNetwork:
 //     vm handlers, whose runtime boots the VM at create and mirrors the
 //     namespace's interfaces into it then);
@@ -33,7 +34,7 @@ import (
 //     names eth0 (or net.*.conf.default.*, which eth0 inherits when made
 //     after it) depends on whether ADD came first.
 func overlapNetworkAndCreate(rec sandbox.Record, traits podsandbox.Traits, pod *podrequest.Pod) bool {
-	if traits.CreateUsesNetwork || rec.NetworkMode != sandbox.ModeCNI || rec.NetworkOrder != config.OrderBefore {
+	if traits.CreateUsesNetwork || traits.QuickCreate || rec.NetworkMode != sandbox.ModeCNI || rec.NetworkOrder != config.OrderBefore {
 		return false
 	}
 	for name := range pod.Sysctls {
@@ -53,7 +54,7 @@ func overlapNetworkAndCreate(rec sandbox.Record, traits podsandbox.Traits, pod *
 // (root filesystem removal, CNI DEL, runtime delete) before the call: a
 // failure of either side is returned once both have finished, and the
 // caller's chain undoes both.
-func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime, ctl podsandbox.Controller, att network.Attachment, pod *podrequest.Pod, files sandboxFiles, makeRootfs func(context.Context) (string, error), args []string, timer *metrics.Timer) error {
+func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sandbox, ctl podsandbox.Controller, att network.Attachment, pod *podrequest.Pod, files sandboxFiles, makeRootfs func(context.Context) (string, error), plan podsandbox.Plan, timer *metrics.Timer) error {
 	if _, err := s.advance(sb, func(r *sandbox.Record) error {
 		if err := r.BeginNetworkSetup(); err != nil {
 			return err
@@ -83,14 +84,14 @@ func (s *Server) setupNetworkWhileCreating(ctx context.Context, sb *sandbox.Sand
 		if err != nil {
 			return err
 		}
-		phase("rootfs")
-		bundle, err := s.writeSandboxBundle(sb.Record(), pod, files, rootfs, args)
+		phaseIf(phase, ctl.Phases().Rootfs)
+		bundle, err := s.writeSandboxBundle(ctl, sb.Record(), pod, files, plan, rootfs)
 		if err != nil {
 			return err
 		}
 		phase("bundle")
 		pid, err = s.createPause(ctx, ctl, sb.ID, sb.Record().RuntimeHandler, bundle)
-		phase("runtime_create")
+		phaseIf(phase, ctl.Phases().Create)
 		return err
 	}()
 	wg.Wait()

@@ -5,19 +5,18 @@ import (
 
 	"github.com/podbay/podbay/internal/annotations"
 	"github.com/podbay/podbay/internal/podrequest"
+	"github.com/podbay/podbay/internal/podsandbox"
 	"github.com/podbay/podbay/internal/sandbox"
 	"github.com/podbay/podbay/internal/specgen"
 )
 
-// sandboxSpec builds the pause container's OCI spec: the pod's request,
+// sandboxSpec builds the sandbox's OCI spec: the pod's request,
 // described for specgen by the request itself, plus what the daemon made
-// for it.
-func (s *Server) sandboxSpec(rec sandbox.Record, pod *podrequest.Pod, files sandboxFiles, rootfs string, args []string) (*specs.Spec, error) {
+// for it, with the process (or none) of the pod's kind of sandbox, ctl,
+// on rootfs.
+func (s *Server) sandboxSpec(ctl podsandbox.Controller, rec sandbox.Record, pod *podrequest.Pod, files sandboxFiles, plan podsandbox.Plan, rootfs string) (*specs.Spec, error) {
 	desc := pod.Sandbox()
 	desc.ID = rec.ID
-	desc.RootfsPath = rootfs
-	desc.Args = args
-	desc.NoProcess = s.sandboxKind(rec).Traits().NoProcess
 	desc.Hostname = files.HostnameValue
 	desc.NetNSPath = rec.NetworkSettings.SandboxKey
 	desc.ShmPath = rec.ShmPath
@@ -33,5 +32,5 @@ func (s *Server) sandboxSpec(rec sandbox.Record, pod *podrequest.Pod, files sand
 	// (CAP_SYS_RESOURCE may be missing: some VMs withhold it from root).
 	desc.Capabilities = s.host.Capabilities
 	desc.Annotations = annotations.Allowed(s.current().Config().Runtimes[rec.RuntimeHandler].PodAnnotations, pod.Annotations)
-	return specgen.SandboxSpec(desc)
+	return ctl.Spec(desc, plan, rootfs)
 }

@@ -133,15 +133,15 @@ func (s *Server) stopPodSandboxLocked(ctx context.Context, sb *sandbox.Sandbox) 
 // stops, and its shim unmounts under the bundle on delete, so it keeps the
 // order, and its pause container is deleted by Remove. The pod's sandbox
 // controller declares which (podsandbox.Traits.TeardownInOrder); a handler
-// no longer configured keeps the order, except for a pinned sandbox, which
-// needs no handler.
+// no longer configured keeps the order, except for a sandbox that needs
+// none (Traits.Handlerless: pinned namespaces).
 func (s *Server) teardownOverlaps(rec sandbox.Record) bool {
-	kind := s.sandboxKind(rec)
-	if kind == podsandbox.KindPinned {
+	traits := s.sandboxKind(rec).Traits()
+	if traits.Handlerless {
 		return true
 	}
 	_, ok := s.current().Config().Runtimes[rec.RuntimeHandler]
-	return ok && !kind.Traits().TeardownInOrder
+	return ok && !traits.TeardownInOrder
 }
 
 // stopPodContainers stops the pod's containers, in parallel, with no grace
@@ -203,17 +203,14 @@ func (s *Server) stopPause(ctx context.Context, rec sandbox.Record, ctl podsandb
 		if err := ctl.Stop(ctx, rec.ID); err != nil {
 			return fmt.Errorf("stop sandbox container: %w", err)
 		}
-		if ctl.Traits().NoProcess {
-			phase("unmount_pins")
-		} else {
-			phase("runtime_stop")
-		}
+		phaseIf(phase, ctl.Phases().Stop)
 	}
 	return nil
 }
 
-// releasePause deletes the dead pause container's runtime state and root
-// filesystem during Stop, as containerd deletes a sandbox's task on stop,
+// releasePause has the controller release the dead sandbox (its runtime
+// state and root filesystem, or its pins: Controller.Release) during Stop,
+// as containerd deletes a sandbox's task on stop,
 // and records it, so that Remove has only files and the record left to
 // delete. Nothing reads either once the pod has stopped: its status and
 // stats come from the record and the pod's cgroup, and a stopped pod never
@@ -224,35 +221,8 @@ func (s *Server) releasePause(ctx context.Context, sb *sandbox.Sandbox, rec sand
 		return nil
 	}
 	sb.EndExitWatch()
-	// The runtime's state and the root filesystem touch nothing of each
-	// other's once the process is dead: both go at once.
-	var (
-		wg       sync.WaitGroup
-		rtDelErr error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		phase := s.phaseClock("stop", nil)
-		if rtDelErr = ctl.Delete(ctx, rec.ID); rtDelErr != nil {
-			rtDelErr = fmt.Errorf("delete sandbox container: %w", rtDelErr)
-		}
-		if ctl.Traits().NoProcess {
-			phase("remove_pins")
-		} else {
-			phase("runtime_delete")
-		}
-	}()
-	var rootfsErr error
-	if !ctl.Traits().NoProcess { // a pinned sandbox has no root filesystem
-		phase := s.phaseClock("stop", nil)
-		if rootfsErr = s.images.RemoveRootfs(ctx, rec.ID); rootfsErr != nil {
-			rootfsErr = fmt.Errorf("remove sandbox root filesystem: %w", rootfsErr)
-		}
-		phase("rootfs")
-	}
-	wg.Wait()
-	if err := errors.Join(rtDelErr, rootfsErr); err != nil {
+	observe := func(phase string, took time.Duration) { s.metrics.ObservePhase("stop", phase, took) }
+	if err := ctl.Release(ctx, s.sandboxHost(), rec.ID, observe); err != nil {
 		return err
 	}
 	if err := s.hit(ctx, "stop.release_pause"); err != nil {
@@ -274,6 +244,14 @@ func (s *Server) phaseClock(operation string, timer *metrics.Timer) func(string)
 		now := time.Now()
 		s.metrics.ObservePhase(operation, name, now.Sub(last))
 		last = now
+	}
+}
+
+// phaseIf records phase name unless the name is empty: the pod's kind of
+// sandbox has no such step (podsandbox.Phases).
+func phaseIf(phase func(string), name string) {
+	if name != "" {
+		phase(name)
 	}
 }
 

@@ -67,11 +67,10 @@ type Server struct {
 	apparmor    *apparmor.Loader    // nil: the host has no AppArmor
 	stats       *podstats.Collector // ContainerStats, PodSandboxStats, metrics
 	specs       runtime.SpecCache   // bundles' specs: ContainerStatus's resources, the metrics
-	pauseBinary string
+	pause       *podsandbox.PauseImages
 	minOOMScore *int
 	index       *sandbox.Index
 	containers  *container.Index
-	pauseMu     sync.Mutex // serialises making the pause image
 	cdi         CDIDevices // nil: CDI disabled
 	hooks       OCIHooks   // nil: no OCI hooks
 
@@ -118,7 +117,7 @@ func New(opts Options) (*Server, error) {
 		cgroups:     opts.Cgroups,
 		cg:          newCgroupDriver(opts),
 		host:        opts.Host,
-		pauseBinary: opts.PauseBinary,
+		pause:       podsandbox.NewPauseImages(opts.Images, opts.PauseBinary),
 		minOOMScore: opts.MinOOMScoreAdj,
 		cdi:         opts.CDI,
 		hooks:       opts.Hooks,
