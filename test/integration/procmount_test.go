@@ -34,13 +34,7 @@ func TestProcMountUnmasked(t *testing.T) {
 	}}, "busybox")
 	busybox := images.ref("busybox")
 	const hostID, size = 100000, 65536
-	cfg := e.podConfig("procmount-userns", func(c *runtimeapi.PodSandboxConfig) {
-		c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{
-			Mode: runtimeapi.NamespaceMode_POD,
-			Uids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
-			Gids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
-		}
-	})
+	cfg := e.podConfig("procmount-userns", withUserns(hostID, size))
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -95,13 +95,7 @@ func TestUserNamespacesIdmapped(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(vol, "from-host"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.podConfig("userns", func(c *runtimeapi.PodSandboxConfig) {
-		c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{
-			Mode: runtimeapi.NamespaceMode_POD,
-			Uids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
-			Gids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
-		}
-	})
+	cfg := e.podConfig("userns", withUserns(hostID, size))
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -160,13 +154,8 @@ func TestUserNamespacesIdmapped(t *testing.T) {
 	if !resp.GetFeatures().GetUserNamespacesHostNetwork() {
 		t.Error("RuntimeFeatures.user_namespaces_host_network is false")
 	}
-	hcfg := e.podConfig("userns-hostnet", func(c *runtimeapi.PodSandboxConfig) {
+	hcfg := e.podConfig("userns-hostnet", withUserns(hostID, size), func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
-		c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{
-			Mode: runtimeapi.NamespaceMode_POD,
-			Uids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
-			Gids: []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}},
-		}
 	})
 	if err := os.MkdirAll(hcfg.LogDirectory, 0o755); err != nil {
 		t.Fatal(err)
@@ -180,4 +169,14 @@ func TestUserNamespacesIdmapped(t *testing.T) {
 		t.Errorf("host-network pod: /sys/class/net %q lacks the host's bridge %s", got, e.bridge)
 	}
 	e.stopAndRemove(t, hpod.id)
+}
+
+// withUserns gives a pod the user namespace the kubelet asks for with
+// hostUsers: false: container IDs from 0 mapped to size host IDs from
+// hostID, for users and groups.
+func withUserns(hostID, size uint32) podMod {
+	return func(c *runtimeapi.PodSandboxConfig) {
+		m := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: size}}
+		c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: m, Gids: m}
+	}
 }
